@@ -1,0 +1,11 @@
+"""gradcli: a gradient calculator and checker.
+
+``gradcli.grad(expr, **point)`` compares forward mode, reverse mode, finite differences and sympy at
+a point; see the README for the command line.
+"""
+__version__ = "0.1.0"
+
+from .api import grad  # noqa: E402
+from .errors import BadInput  # noqa: E402
+
+__all__ = ["grad", "BadInput", "__version__"]

@@ -1,0 +1,23 @@
+"""The command line: a thin click layer over the reports. One module per command."""
+from __future__ import annotations
+
+import click
+
+from .. import __version__
+from .grad import grad
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="gradcli")
+def main():
+    """gradcli: what is this gradient, and is it right?
+
+    \b
+    Examples:
+      gradcli grad "x**2*sin(y)" --at x=1.5 --at y=0.3
+      gradcli grad "log(x) + sqrt(x*y)" --at "x=2, y=pi/4" --json
+      gradcli grad "x*y, x+y" --at x=1 --at y=2 --method forward,reverse
+    """
+
+
+main.add_command(grad)

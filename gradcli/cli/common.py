@@ -1,0 +1,64 @@
+"""What every command shares: consoles, the one-line error with exit code 2, ``--at`` parsing."""
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+from rich.console import Console
+
+from ..render.json import error_document
+from ..errors import BadInput
+from ..report import EXIT_BAD_INPUT
+
+
+def console(stderr: bool = False) -> Console:
+    file = sys.stderr if stderr else sys.stdout
+    return Console(file=file, highlight=False, no_color="NO_COLOR" in os.environ or None,
+                   width=None if file.isatty() else max(100, Console(file=file).width))
+
+
+def fail(err: BadInput, as_json: bool = False):
+    """Report bad input and leave with exit code 2: one line on stderr, the JSON error on stdout."""
+    click.echo(f"error: {err.message}", err=True)
+    if err.detail:
+        click.echo(err.detail, err=True)
+    if as_json:
+        extra = {"column": err.column} if err.column is not None else {}
+        click.echo(error_document(err.message, **extra))
+    sys.exit(EXIT_BAD_INPUT)
+
+
+def split_top_level(text: str, sep: str = ",") -> list[str]:
+    """Split on ``sep`` outside parentheses: ``"x=atan2(1, 2), y=3"`` is two items."""
+    items, depth, cur = [], 0, []
+    for ch in text:
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == sep and depth == 0:
+            items.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    items.append("".join(cur))
+    return [i.strip() for i in items if i.strip()]
+
+
+def parse_assignments(values, parse_constant) -> dict:
+    """``("x=1.5", "y=pi/4, z=2")`` -> {"x": 1.5, "y": 0.785..., "z": 2.0}."""
+    point: dict = {}
+    for raw in values:
+        for item in split_top_level(raw):
+            name, eq, value = item.partition("=")
+            name = name.strip()
+            if not eq or not name or not value.strip():
+                raise BadInput(f"--at expects NAME=VALUE, got {item!r}")
+            if not name.isidentifier():
+                raise BadInput(f"--at: {name!r} is not a variable name")
+            if name in point:
+                raise BadInput(f"--at gives {name} twice")
+            try:
+                point[name] = parse_constant(value.strip())
+            except ValueError as exc:
+                raise BadInput(f"--at {name}: {getattr(exc, 'message', exc)}") from None
+    return point

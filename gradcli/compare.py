@@ -1,0 +1,226 @@
+"""Run the methods at a point, measure each against the reference, and reach a verdict.
+
+Tolerances. An entry passes when ``|got - ref| <= rtol * max(|ref|, scale) + atol + 10 * estimate``:
+
+* ``scale`` is the derivative's magnitude without cancellation, sum over paths of |products of local
+  partials|. A derivative that cancels to nearly zero (d/dx of ``x - sin(x)`` near 0) can only be
+  computed in float64 to about eps * scale, so that, not |ref|, is what rounding is relative to;
+* ``estimate`` is a numerical method's own error estimate (step 2h for central, Ridders' tableau for
+  Richardson), so a method is never blamed for the error it announced.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import sympy
+
+from .diagnose import diagnose
+from .graph import Graph, node_values
+from .methods import forward, numeric, reverse, symbolic
+from .primitives import PRIMITIVES, NumericOps
+from .report import METHOD_ORDER, GradReport, MethodResult
+
+#: Default (rtol, atol) per method. AD and complex step are exact up to rounding; the differences
+#: are as good as their step allows, and their own error estimate is added on top.
+TOLERANCES = {
+    "symbolic": (0.0, 0.0),
+    "forward": (1e-10, 0.0),
+    "reverse": (1e-10, 0.0),
+    "complex_step": (1e-10, 0.0),
+    "central": (1e-6, 0.0),
+    "richardson": (1e-8, 0.0),
+}
+ESTIMATE_SAFETY = 10.0
+
+
+def parse_methods(names) -> list[str]:
+    """``["forward,reverse", "central"]`` -> validated names in the canonical order."""
+    wanted = []
+    for item in names or ():
+        for name in str(item).split(","):
+            name = name.strip().lower().replace("-", "_")
+            if not name:
+                continue
+            if name == "all":
+                wanted.extend(METHOD_ORDER)
+                continue
+            if name not in METHOD_ORDER:
+                raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHOD_ORDER)}")
+            wanted.append(name)
+    return [m for m in METHOD_ORDER if m in wanted] if wanted else list(METHOD_ORDER)
+
+
+def magnitudes(graph: Graph, point: dict) -> np.ndarray:
+    """sum over paths of |product of partials|: the Jacobian computed without any cancellation."""
+    n = len(graph.variables)
+    ops = NumericOps()
+    with np.errstate(all="ignore"):
+        vals = node_values(graph, {k: np.float64(v) for k, v in point.items()})
+        tabs: list = []
+        for i, node in enumerate(graph.nodes):
+            if node.op == "var":
+                t = np.zeros(n)
+                t[graph.variables.index(node.attr)] = 1.0
+            elif node.op == "const":
+                t = None
+            else:
+                t = None
+                prim = PRIMITIVES[node.op]
+                args = [vals[a] for a in node.args]
+                for rule, a in zip(prim.partials, node.args):
+                    if tabs[a] is None:
+                        continue
+                    term = np.abs(rule(ops, vals[i], *args)) * tabs[a]
+                    t = term if t is None else t + term
+            tabs.append(t)
+    rows = [tabs[o] if tabs[o] is not None else np.zeros(n) for o in graph.outputs]
+    return np.array(rows, dtype=float).reshape(len(graph.outputs), n)
+
+
+def _run(name, graph, point, timeout):
+    """One method -> (jacobian or None, error estimate or None, status, message)."""
+    if name == "forward":
+        return forward.jacobian(graph, point)[1], None, "ok", ""
+    if name == "reverse":
+        return reverse.jacobian(graph, point)[1], None, "ok", ""
+    fn = {"central": numeric.central, "richardson": numeric.richardson,
+          "complex_step": numeric.complex_step}[name]
+    r = fn(graph, point)
+    return r.jacobian, r.error, r.status, r.message
+
+
+def _errors(J, ref_exact, ref):
+    """|J - ref| computed against the 35-digit reference where there is one, so that errors far below
+    float64's resolution still show (1e-17 is not rounded to 0)."""
+    abs_err = np.abs(J - ref)
+    if ref_exact is not None and J.size <= 4096:
+        for idx in np.ndindex(J.shape):
+            r = ref_exact[idx[0]][idx[1]]
+            if r is not None and np.isfinite(J[idx]):
+                abs_err[idx] = float(abs(sympy.Float(float(J[idx]), 35) - r))
+    with np.errstate(all="ignore"):
+        rel = np.where(ref != 0, abs_err / np.abs(ref), abs_err)
+    return abs_err, rel
+
+
+def compare_point(graph: Graph, point: dict, expression: str = "", methods=None, rtol=None, atol=None,
+                  timeout: float | None = symbolic.DEFAULT_TIMEOUT, warnings=()) -> GradReport:
+    """Every selected method at ``point``, with errors against the reference and the verdict."""
+    selected = parse_methods(methods)
+    point = {v: float(point[v]) for v in graph.variables}
+    diags, bad_value, bad_deriv = diagnose(graph, point)
+
+    t0 = time.perf_counter()
+    sym = symbolic.symbolic(graph, point, timeout=timeout)
+    sym_seconds = time.perf_counter() - t0
+
+    results: dict = {}
+    for name in selected:
+        if name == "symbolic":
+            continue
+        t0 = time.perf_counter()
+        try:
+            J, est, status, msg = _run(name, graph, point, timeout)
+        except Exception as exc:  # a method failing is a finding to report, not a crash
+            J, est, status, msg = None, None, "error", f"{type(exc).__name__}: {exc}"
+        results[name] = MethodResult(name, None if J is None else np.array(J, dtype=float), status, msg,
+                                     error_estimate=None if est is None else np.asarray(est, dtype=float),
+                                     seconds=time.perf_counter() - t0)
+
+    # the reference: sympy; failing that, forward and reverse when they agree; failing that, Richardson
+    ref_exact = None
+    if sym.status == "ok":
+        reference = "symbolic"
+        ref_exact = sym.values
+        ref = np.array([[float(v) for v in row] for row in sym.values], dtype=float)
+    elif sym.status == "undefined":
+        reference = "symbolic"
+        ref = np.array([[np.nan if v is None else float(v) for v in row] for row in sym.values], dtype=float)
+        ref_exact = sym.values
+    else:
+        ref, reference = _fallback_reference(graph, point, results)
+
+    scale = magnitudes(graph, point)
+    if "symbolic" in selected:
+        results["symbolic"] = MethodResult("symbolic", ref.copy() if sym.status != "unavailable" else None,
+                                           "ok" if sym.status == "ok" else sym.status, sym.message,
+                                           seconds=sym_seconds)
+    rtols = dict(TOLERANCES)
+    for name, m in results.items():
+        if m.jacobian is None or m.status in ("error", "unavailable"):
+            continue
+        J = np.where(bad_deriv, np.nan, m.jacobian)
+        m.jacobian = J
+        if ref is None or name == reference and name != "symbolic":
+            continue
+        abs_err, rel = _errors(J, ref_exact, ref)
+        r_def, a_def = rtols[name]
+        r_tol = r_def if rtol is None else rtol
+        a_tol = a_def if atol is None else atol
+        tol = r_tol * np.maximum(np.abs(ref), scale) + a_tol
+        if m.error_estimate is not None:
+            tol = tol + ESTIMATE_SAFETY * np.nan_to_num(m.error_estimate, nan=np.inf)
+        m.abs_error, m.rel_error, m.tolerance = abs_err, rel, tol
+        ok = ~np.isfinite(ref) | bad_deriv | (abs_err <= tol)
+        if name != "symbolic" and not ok.all():
+            m.status = "mismatch"
+            worst = np.unravel_index(np.nanargmax(np.where(ok, np.nan, abs_err / np.where(tol > 0, tol, 1))),
+                                     J.shape)
+            m.message = (f"d/d{graph.variables[worst[1]]}: error {abs_err[worst]:.3g} exceeds the tolerance "
+                         f"{tol[worst]:.3g}")
+        elif not np.isfinite(J[~bad_deriv]).all() and np.isfinite(ref[~bad_deriv]).all():
+            m.status = "mismatch" if m.status == "ok" else m.status
+
+    values = _values(graph, point, bad_value)
+    report = GradReport(expression, list(graph.variables), point, values,
+                        sym.text if sym.text else None, reference,
+                        {k: results[k] for k in METHOD_ORDER if k in results}, "agree",
+                        diagnostics=diags, warnings=list(warnings),
+                        reference_jacobian=None if ref is None else np.where(bad_deriv, np.nan, ref))
+    _verdict(report, sym, bad_deriv)
+    return report
+
+
+def _fallback_reference(graph, point, results):
+    try:
+        Jf = results["forward"].jacobian if "forward" in results else forward.jacobian(graph, point)[1]
+        Jr = results["reverse"].jacobian if "reverse" in results else reverse.jacobian(graph, point)[1]
+        if np.allclose(Jf, Jr, rtol=1e-12, atol=0, equal_nan=True):
+            return (Jf + Jr) / 2, "consensus"
+        r = results.get("richardson") or MethodResult("richardson", numeric.richardson(graph, point).jacobian, "ok")
+        return r.jacobian, "richardson"
+    except Exception:
+        return None, "none"
+
+
+def _values(graph, point, bad_value):
+    with np.errstate(all="ignore"):
+        vals = forward.jacobian(graph, point)[0]
+    return [None if bad or not np.isfinite(v) else float(v) for v, bad in zip(vals, bad_value)]
+
+
+def _verdict(report: GradReport, sym, bad_deriv) -> None:
+    mismatched = [n for n, m in report.methods.items() if m.status == "mismatch"]
+    kinds = {d.kind for d in report.diagnostics}
+    if mismatched:
+        report.status = "disagree"
+        report.message = f"{', '.join(mismatched)} disagree{'s' if len(mismatched) == 1 else ''} with the " \
+                         f"{report.reference} reference"
+    elif "undefined" in kinds or (sym.status == "undefined" and not bad_deriv.any()):
+        report.status = "undefined"
+        report.message = report.diagnostics[0].message if report.diagnostics else sym.message
+    elif kinds:
+        report.status = "nondifferentiable"
+        report.message = next(d.message for d in report.diagnostics if d.kind == "nondifferentiable")
+    elif report.reference_jacobian is None:
+        report.status = "undefined"
+        report.message = "no reference could be computed"
+    else:
+        report.status = "agree"
+        n = sum(1 for m in report.methods.values() if m.status == "ok")
+        report.message = f"{n} method{'s' if n != 1 else ''} agree with the {report.reference} reference"
+    if bad_deriv.any():
+        for m in report.methods.values():
+            if m.status == "ok" and m.jacobian is not None and np.isnan(m.jacobian).all():
+                m.status = "undefined"

@@ -1,0 +1,101 @@
+"""Where a point is not ordinary: outside a domain (undefined) or on a kink (nondifferentiable).
+
+The check walks the graph once with the table's ``domain``, ``smooth`` and ``kink`` predicates, and
+also catches what no predicate names (overflow, a partial that is not finite). It returns, for each
+problem, which (output, variable) entries of the Jacobian it makes meaningless: a kink in ``abs(x)``
+does not spoil d/dy of ``abs(x) + y``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .graph import Graph, node_values
+from .primitives import PRIMITIVES, NumericOps
+from .report import Diagnostic
+
+
+def _fmt(v) -> str:
+    return f"{float(v):.6g}"
+
+
+def _call(op, vals) -> str:
+    return f"{op}({', '.join(_fmt(v) for v in vals)})"
+
+
+def _variable_masks(graph: Graph) -> list[int]:
+    """Bit k of masks[i] is set when node i depends on variable k."""
+    index = {v: k for k, v in enumerate(graph.variables)}
+    masks: list[int] = []
+    for n in graph.nodes:
+        m = 1 << index[n.attr] if n.op == "var" else 0
+        for a in n.args:
+            m |= masks[a]
+        masks.append(m)
+    return masks
+
+
+def _output_masks(graph: Graph) -> list[int]:
+    """Bit j of masks[i] is set when output j depends on node i."""
+    masks = [0] * len(graph.nodes)
+    for j, o in enumerate(graph.outputs):
+        masks[o] |= 1 << j
+    for i in range(len(graph.nodes) - 1, -1, -1):
+        for a in graph.nodes[i].args:
+            masks[a] |= masks[i]
+    return masks
+
+
+def diagnose(graph: Graph, point: dict) -> tuple[list, np.ndarray, np.ndarray]:
+    """Problems at ``point`` -> (diagnostics, bad_value[output], bad_derivative[output, variable])."""
+    with np.errstate(all="ignore"):
+        vals = node_values(graph, {k: np.float64(v) for k, v in point.items()})
+    ops = NumericOps()
+    nout, nvar = len(graph.outputs), len(graph.variables)
+    bad_value = np.zeros(nout, dtype=bool)
+    bad_deriv = np.zeros((nout, nvar), dtype=bool)
+    found: list = []
+    var_masks = _variable_masks(graph)
+    out_masks = None
+
+    def mark(i, kind, message, value_too):
+        nonlocal out_masks
+        if out_masks is None:
+            out_masks = _output_masks(graph)
+        found.append(Diagnostic(kind, graph.nodes[i].op, message))
+        for j in range(nout):
+            if out_masks[i] >> j & 1:
+                bad_value[j] |= value_too
+                for k in range(nvar):
+                    if value_too or var_masks[i] >> k & 1:
+                        bad_deriv[j, k] = True
+
+    active = graph.active
+    with np.errstate(all="ignore"):
+        for i, n in enumerate(graph.nodes):
+            if n.op in ("var", "const"):
+                continue
+            prim = PRIMITIVES[n.op]
+            args = [vals[a] for a in n.args]
+            if not all(np.isfinite(args)):
+                continue  # reported where it first went wrong
+            where = f" (domain: {prim.domain_text})" if prim.domain_text else ""
+            if prim.domain is not None and not bool(prim.domain(np, *args)):
+                mark(i, "undefined", f"{_call(n.op, args)} is undefined{where}", True)
+                continue
+            if not np.isfinite(vals[i]):
+                mark(i, "undefined", f"{_call(n.op, args)} is not finite in float64 (overflow)", True)
+                continue
+            if not active[i]:
+                continue
+            if prim.kink is not None and bool(prim.kink(np, *args)):
+                mark(i, "nondifferentiable", f"{_call(n.op, args)} sits on a kink of {n.op}", False)
+                continue
+            if prim.smooth is not None and not bool(prim.smooth(np, *args)):
+                mark(i, "undefined", f"the derivative of {n.op} does not exist at {_call(n.op, args)}{where}",
+                     False)
+                continue
+            for rule, a in zip(prim.partials, n.args):
+                if active[a] and not np.all(np.isfinite(rule(ops, vals[i], *args))):
+                    mark(i, "undefined", f"the derivative of {n.op} is not finite at {_call(n.op, args)}", False)
+                    break
+    return found, bad_value, bad_deriv

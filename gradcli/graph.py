@@ -1,0 +1,185 @@
+"""The expression graph: immutable, hash-consed, topologically ordered.
+
+A node refers to its arguments by index, and arguments always come before their users, so the node list
+is already a Wengert list: every interpreter is a plain loop over it (no recursion, so a chain of
+100,000 nodes is as easy as three).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Iterable, NamedTuple
+
+import numpy as np
+
+from .primitives import CONSTANTS, PRIMITIVES, NumericOps
+
+MAX_NODES = 1_000_000
+
+
+class GraphError(ValueError):
+    """A graph could not be built (too large, wrong arity...)."""
+
+
+@dataclass(frozen=True)
+class Const:
+    """A constant: its float value and the exact text it came from ("0.1", "2", "pi")."""
+
+    value: float
+    text: str
+
+    def exact(self):
+        """The exact rational (or named constant) the user wrote, for the symbolic reference."""
+        return Fraction(self.text) if self.text not in CONSTANTS else self.text
+
+
+class Node(NamedTuple):
+    op: str  # a primitive name, "var" or "const"
+    args: tuple  # indices of the argument nodes, all smaller than this node's own
+    attr: object = None  # the variable's name, or a Const
+
+
+class Graph:
+    """An immutable expression DAG with one or more outputs.
+
+    ``variables`` are in order of first appearance, which is the column order of every Jacobian.
+    """
+
+    __slots__ = ("nodes", "outputs", "variables", "_active", "_var_nodes", "_last_use")
+
+    def __init__(self, nodes: Iterable[Node], outputs: Iterable[int], variables: Iterable[str]):
+        self.nodes = tuple(nodes)
+        self.outputs = tuple(outputs)
+        self.variables = tuple(variables)
+        self._active = None
+        self._last_use = None
+        self._var_nodes = {n.attr: i for i, n in enumerate(self.nodes) if n.op == "var"}
+
+    def __len__(self):
+        return len(self.nodes)
+
+    def __repr__(self):
+        return f"Graph({len(self.nodes)} nodes, outputs={self.outputs}, variables={self.variables})"
+
+    def var_node(self, name: str) -> int:
+        return self._var_nodes[name]
+
+    @property
+    def active(self) -> tuple:
+        """active[i]: node i depends on at least one variable (only those need derivatives)."""
+        if self._active is None:
+            act = []
+            for n in self.nodes:
+                act.append(n.op == "var" or any(act[a] for a in n.args))
+            self._active = tuple(act)
+        return self._active
+
+    @property
+    def last_use(self) -> tuple:
+        """last_use[i]: the last node that reads node i (outputs live to the end), so loops can free state."""
+        if self._last_use is None:
+            last = list(range(len(self.nodes)))
+            for i, n in enumerate(self.nodes):
+                for a in n.args:
+                    last[a] = i
+            for o in self.outputs:
+                last[o] = len(self.nodes)
+            self._last_use = tuple(last)
+        return self._last_use
+
+    def consumers(self) -> list[list[int]]:
+        users = [[] for _ in self.nodes]
+        for i, n in enumerate(self.nodes):
+            for a in n.args:
+                users[a].append(i)
+        return users
+
+
+class GraphBuilder:
+    """Builds a Graph one node at a time; an identical node is created once (hash-consing)."""
+
+    def __init__(self, max_nodes: int = MAX_NODES):
+        self.nodes: list[Node] = []
+        self._index: dict = {}
+        self.variables: list[str] = []
+        self.max_nodes = max_nodes
+
+    def _add(self, node: Node) -> int:
+        key = node
+        if node.op == "const":
+            # 0.0 and -0.0 compare equal, as would two texts of one value: key on the text and the bits
+            key = ("const", node.attr.text, np.float64(node.attr.value).tobytes())
+        found = self._index.get(key)
+        if found is not None:
+            return found
+        if len(self.nodes) >= self.max_nodes:
+            raise GraphError(f"expression too large: more than {self.max_nodes} nodes")
+        self.nodes.append(node)
+        self._index[key] = len(self.nodes) - 1
+        return len(self.nodes) - 1
+
+    def var(self, name: str) -> int:
+        i = self._add(Node("var", (), name))
+        if name not in self.variables:
+            self.variables.append(name)
+        return i
+
+    def const(self, value: float, text: str | None = None) -> int:
+        if text is None:
+            text = _float_text(value)
+        return self._add(Node("const", (), Const(float(value), text)))
+
+    def apply(self, op: str, *args: int) -> int:
+        prim = PRIMITIVES.get(op)
+        if prim is None:
+            raise GraphError(f"unknown primitive {op!r}")
+        if len(args) != prim.arity:
+            raise GraphError(f"{op} takes {prim.arity} argument(s), got {len(args)}")
+        return self._add(Node(op, tuple(args)))
+
+    def build(self, outputs: Iterable[int], variables: Iterable[str] | None = None) -> Graph:
+        return Graph(self.nodes, outputs, self.variables if variables is None else variables)
+
+
+def _float_text(value: float) -> str:
+    value = float(value)
+    if value == int(value) and abs(value) < 2**53:
+        return str(int(value))
+    return repr(value)
+
+
+# --- the plainest interpreter ------------------------------------------------------------------------
+
+def evaluate(graph: Graph, inputs: dict, xp=np, dtype=None) -> list:
+    """Values of the outputs for ``inputs`` (name -> number or array; arrays broadcast together).
+
+    Only evaluates: the numerical methods use this, never the partials.
+    """
+    ops = NumericOps(xp)
+    vals: dict[int, object] = {}
+    last = graph.last_use
+    for i, n in enumerate(graph.nodes):
+        if n.op == "var":
+            vals[i] = inputs[n.attr]
+        elif n.op == "const":
+            vals[i] = xp.asarray(n.attr.value, dtype=dtype) if dtype is not None else np.float64(n.attr.value)
+        else:
+            vals[i] = ops.apply(n.op, *(vals[a] for a in n.args))
+            for a in set(n.args):
+                if last[a] == i:
+                    del vals[a]
+    return [vals[o] for o in graph.outputs]
+
+
+def node_values(graph: Graph, inputs: dict, xp=np) -> list:
+    """The value of every node (kept, not freed): for diagnostics and explanations."""
+    ops = NumericOps(xp)
+    vals: list = []
+    for n in graph.nodes:
+        if n.op == "var":
+            vals.append(inputs[n.attr])
+        elif n.op == "const":
+            vals.append(np.float64(n.attr.value))
+        else:
+            vals.append(ops.apply(n.op, *(vals[a] for a in n.args)))
+    return vals

@@ -1,0 +1,1 @@
+"""The independent ways gradcli differentiates a graph."""

@@ -1,0 +1,214 @@
+"""Numerical differentiation: central differences, Richardson extrapolation, complex step.
+
+These methods only *evaluate* the graph (``graph.evaluate``); they never read the partials of the
+primitive table, which is what makes them an independent check of forward and reverse mode. All the
+perturbed points of one method go through the graph in a single vectorised evaluation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..graph import Graph, evaluate
+from ..primitives import PRIMITIVES
+
+#: Ridders' tableau: step ratio, number of rows, and how much worse the last diagonal may get before
+#: the extrapolation stops (Numerical Recipes' CON, NTAB, SAFE).
+RIDDERS_CON = 2.0
+RIDDERS_ROWS = 14
+RIDDERS_SAFE = 2.0
+RIDDERS_H0 = 2.0 ** -4
+#: An error estimate counts only once it is this small relative to the estimate itself: before
+#: that, agreement between rows may be luck (steps straddling a pole or many periods).
+RIDDERS_CREDIBLE = 1e-4
+#: Complex step size, relative to |x|: any small h works (no subtraction), this one keeps h**2 far
+#: below the float64 resolution of f while h itself stays a normal number.
+COMPLEX_H = 1e-20
+ESTIMATE_GAP = 10.0
+CENTRAL_CANDIDATES = 13
+
+
+@dataclass
+class NumericResult:
+    """A numerical Jacobian with its own error estimate (same shape), or why there is none."""
+
+    jacobian: np.ndarray | None
+    error: np.ndarray | None = None
+    steps: np.ndarray | None = None
+    status: str = "ok"
+    message: str = ""
+    detail: dict = field(default_factory=dict)
+
+
+def _eval_points(graph: Graph, X: np.ndarray) -> np.ndarray:
+    """f at each row of X (m x nvars) -> array (n_outputs, m)."""
+    inputs = {name: X[:, k] for k, name in enumerate(graph.variables)}
+    with np.errstate(all="ignore"):
+        outs = evaluate(graph, inputs)
+    return np.stack([np.broadcast_to(o, (X.shape[0],)) for o in outs])
+
+
+def _x_vector(graph: Graph, point: dict, dtype=np.float64) -> np.ndarray:
+    return np.array([point[v] for v in graph.variables], dtype=dtype)
+
+
+def _representable(x: np.ndarray, h: np.ndarray) -> np.ndarray:
+    # use the step the float arithmetic actually takes, so (x+h) - x == h exactly
+    return (x + h) - x
+
+
+def _stencil(graph: Graph, x: np.ndarray, h: np.ndarray, offsets) -> np.ndarray:
+    """f(x + c*h_j*e_j) for each offset c and variable j -> array (len(offsets), n_out, nvars)."""
+    n = x.size
+    rows = []
+    for c in offsets:
+        rows.append(np.tile(x, (n, 1)) + np.diag(c * h))
+    F = _eval_points(graph, np.vstack(rows))
+    return F.reshape(F.shape[0], len(offsets), n).transpose(1, 0, 2)
+
+
+def _candidate_scales(x: np.ndarray) -> np.ndarray:
+    """Per variable, the length scales over which f might vary: powers of ten from 1e-6*min(|x|, 1)
+    (room to fit beside a domain edge) up to max(|x|, 1) (a relative step for large x)."""
+    ax = np.abs(x)
+    lo = np.log10(np.where(ax > 0, np.minimum(ax, 1.0), 1.0)) - 6
+    hi = np.log10(np.maximum(ax, 1.0))
+    k = np.linspace(0.0, 1.0, CENTRAL_CANDIDATES)
+    return 10.0 ** (hi[:, None] - (hi - lo)[:, None] * k[None, :])  # (nvars, K), largest first
+
+
+def _central_candidates(graph: Graph, x: np.ndarray):
+    """Central differences at steps h, 2h, 4h for every candidate scale, with error estimates."""
+    with np.errstate(all="ignore"):
+        return _central_table(graph, x)
+
+
+def _central_table(graph: Graph, x: np.ndarray):
+    eps = np.finfo(np.float64).eps
+    scales = _candidate_scales(x)
+    K = scales.shape[1]
+    n = x.size
+    hs = np.stack([_representable(x, eps ** (1 / 3) * scales[:, k]) for k in range(K)])  # (K, nvars)
+    offsets = (1.0, -1.0, 2.0, -2.0, 4.0, -4.0)
+    rows = [np.tile(x, (n, 1)) + np.diag(c * hs[k]) for k in range(K) for c in offsets]
+    Fv = _eval_points(graph, np.vstack(rows))  # (nout, K*6*n)
+    Fv = Fv.reshape(Fv.shape[0], K, len(offsets), n).transpose(1, 2, 0, 3)  # (K, 6, nout, n)
+    h = hs[:, None, :]
+    D1 = (Fv[:, 0] - Fv[:, 1]) / (2 * h)
+    D2 = (Fv[:, 2] - Fv[:, 3]) / (4 * h)
+    D4 = (Fv[:, 4] - Fv[:, 5]) / (8 * h)
+    # round-off: f's own rounding, plus the rounding of intermediate values as large as x (sin(100*x)
+    # at x = 1e4 carries eps*1e6 in its argument), which is about eps*|x*f'| and does not look like noise
+    # across nearby steps, so only this bound, not the differences, can reveal it
+    noise = 4 * eps * ((np.abs(Fv[:, 0]) + np.abs(Fv[:, 1])) / 2 + np.abs(x)[None, None, :] * np.abs(D1)) / h
+    d1, d2 = np.abs(D2 - D1), np.abs(D4 - D2)
+    # in the asymptotic range the error falls like h**2, so D(4h)-D(2h) is about 4 times
+    # D(2h)-D(h); anything else (a period or a pole within the stencil) voids the estimate
+    asymptotic = (d1 <= 2 * noise) | ((d2 >= 2 * d1) & (d2 <= 8 * d1))
+    est = np.where(asymptotic, d1 / 3, np.maximum(d1, d2)) + noise
+    est = np.where(np.isfinite(est) & np.isfinite(D1), est, np.inf)
+    return D1, est, hs, scales
+
+
+def central(graph: Graph, point: dict) -> NumericResult:
+    """Central differences (f(x+h) - f(x-h)) / 2h with h = eps**(1/3) * s, the step that balances
+    truncation (h**2) against round-off (eps/h). The scale s is not guessed: every candidate from
+    1e-6*min(|x|, 1) to max(|x|, 1) is tried in one evaluation and the one with the smallest error
+    estimate wins (truncation from the steps 2h and 4h, round-off as eps*|f|/h)."""
+    x = _x_vector(graph, point)
+    D1, est, hs, scales = _central_candidates(graph, x)
+    best = np.argmin(est, axis=0)  # (nout, n)
+    pick = lambda A: np.take_along_axis(A, best[None], axis=0)[0]
+    J, err = pick(D1), pick(est)
+    steps = np.take_along_axis(hs, np.argmin(est.max(axis=1), axis=0)[None], axis=0)[0]
+    res = NumericResult(J, err, steps, detail={"step": steps.tolist()})
+    if not np.all(np.isfinite(err)):
+        res.status = "unavailable"
+        res.message = "no finite-difference stencil fits inside the domain of the function"
+        res.jacobian = np.where(np.isfinite(err), J, np.nan)
+    return res
+
+
+def richardson(graph: Graph, point: dict) -> NumericResult:
+    """Ridders' extrapolation of central differences over steps h0, h0/2, h0/4, ...: each column of
+    the tableau cancels one more power of h**2; the entry with the smallest change between
+    neighbouring orders is the estimate and that change is its error estimate."""
+    x = _x_vector(graph, point)
+    eps = np.finfo(np.float64).eps
+    c = central(graph, point)
+    # start where central differences found f's length scale: h0 is a few thousand times their step
+    h0 = RIDDERS_H0 * c.steps / np.finfo(np.float64).eps ** (1 / 3)
+    hs = [_representable(x, h0 / RIDDERS_CON ** k) for k in range(RIDDERS_ROWS)]
+    # every row of the tableau in one evaluation
+    n = x.size
+    rows = []
+    for k, hk in enumerate(hs):
+        rows.append(np.tile(x, (n, 1)) + np.diag(hk))
+        rows.append(np.tile(x, (n, 1)) - np.diag(hk))
+    Fv = _eval_points(graph, np.vstack(rows))
+    Fv = Fv.reshape(Fv.shape[0], 2 * RIDDERS_ROWS, n)
+    D = [(Fv[:, 2 * k] - Fv[:, 2 * k + 1]) / (2 * hs[k]) for k in range(RIDDERS_ROWS)]
+
+    shape = D[0].shape
+    best = np.full(shape, np.nan)
+    err = np.full(shape, np.inf)
+    done = np.zeros(shape, dtype=bool)
+    prev = [D[0]]
+    for i in range(1, RIDDERS_ROWS):
+        cur = [D[i]]
+        fac = RIDDERS_CON ** 2
+        for j in range(1, i + 1):
+            cur.append((cur[j - 1] * fac - prev[j - 1]) / (fac - 1))
+            fac *= RIDDERS_CON ** 2
+            errt = np.maximum(np.abs(cur[j] - cur[j - 1]), np.abs(cur[j] - prev[j - 1]))
+            take = ~done & np.isfinite(errt) & (errt <= err)
+            best = np.where(take, cur[j], best)
+            err = np.where(take, errt, err)
+        # the top order got worse by a factor SAFE after a credible estimate: round-off has taken over
+        credible = err <= RIDDERS_CREDIBLE * np.abs(best)
+        done |= credible & (np.abs(cur[i] - prev[i - 1]) >= RIDDERS_SAFE * err)
+        prev = cur
+    f0 = np.abs(_eval_points(graph, x[None, :]))
+    err = err + 8 * eps * (np.abs(best) + f0 / h0)  # the extrapolated value still carries f's rounding
+    # cross-check with plain central differences: a gap beyond central's own error bound means the
+    # tableau agreed by luck, and the estimate must say so
+    gap = np.abs(best - c.jacobian) - ESTIMATE_GAP * c.error
+    err = np.where(np.isfinite(gap), np.maximum(err, gap), err)
+    res = NumericResult(best, err, np.array(hs), detail={"h0": h0.tolist(), "ratio": RIDDERS_CON,
+                                                         "rows": RIDDERS_ROWS})
+    if not np.all(np.isfinite(best)):
+        res.status = "unavailable"
+        res.message = "no finite Richardson estimate: the stencil leaves the domain of the function"
+    return res
+
+
+def holomorphic_blockers(graph: Graph) -> list[str]:
+    """Primitives on a differentiated path that complex step cannot pass through."""
+    names = []
+    for node, act in zip(graph.nodes, graph.active):
+        if act and node.op in PRIMITIVES and not PRIMITIVES[node.op].holomorphic and node.op not in names:
+            names.append(node.op)
+    return names
+
+
+def complex_step(graph: Graph, point: dict) -> NumericResult:
+    """f'(x) = Im f(x + ih) / h: no subtraction, so no cancellation, exact to rounding for any
+    small h; only valid where every primitive on the path is holomorphic."""
+    blockers = holomorphic_blockers(graph)
+    if blockers:
+        return NumericResult(None, status="unavailable",
+                             message=f"complex step cannot pass through {', '.join(blockers)} "
+                                     "(not holomorphic)")
+    x = _x_vector(graph, point)
+    h = COMPLEX_H * np.maximum(np.abs(x), 1e-100)
+    n = x.size
+    X = np.tile(x.astype(np.complex128), (n, 1)) + 1j * np.diag(h)
+    Fv = _eval_points(graph, X)
+    J = np.imag(Fv) / h
+    eps = np.finfo(np.float64).eps
+    res = NumericResult(J, 4 * eps * np.abs(J), h, detail={"step": h.tolist()})
+    if not np.all(np.isfinite(J)):
+        res.status = "unavailable"
+        res.message = "complex-step evaluation is not finite"
+    return res

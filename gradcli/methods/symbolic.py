@@ -1,0 +1,128 @@
+"""The symbolic reference: the graph rebuilt as a sympy expression, differentiated by sympy's own
+rules (never by gradcli's partials) and evaluated to 35 significant digits.
+
+Symbols are real, so ``abs`` differentiates to ``sign`` rather than to a complex expression. The
+point is the exact binary value of the float the other methods used, so the reference measures the
+methods' error and nothing else; constants keep the exact decimal the user wrote (0.1 is 1/10).
+"""
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import sympy
+
+from ..graph import Graph
+from ..primitives import PRIMITIVES, sympy_constant
+
+DIGITS = 35
+DEFAULT_TIMEOUT = 5.0
+
+
+class SymbolicTimeout(Exception):
+    pass
+
+
+@contextmanager
+def time_limit(seconds: float | None):
+    """Interrupt sympy after ``seconds`` (SIGALRM: only possible in the main thread; elsewhere no limit)."""
+    usable = seconds and hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    if not usable:
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise SymbolicTimeout()
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@dataclass
+class SymbolicResult:
+    status: str  # ok | undefined | unavailable
+    message: str = ""
+    derivatives: list = field(default_factory=list)  # [output][variable] sympy expressions
+    values: list = field(default_factory=list)  # [output][variable] sympy Floats (None: undefined)
+    text: list = field(default_factory=list)  # [output][variable] strings
+    function_values: list = field(default_factory=list)
+
+
+def symbols_of(graph: Graph) -> dict:
+    return {name: sympy.Symbol(name, real=True) for name in graph.variables}
+
+
+def to_sympy(graph: Graph, symbols: dict | None = None) -> list:
+    """The outputs of ``graph`` as sympy expressions (a loop over the nodes, no recursion)."""
+    symbols = symbols or symbols_of(graph)
+    exprs: list = []
+    for node in graph.nodes:
+        if node.op == "var":
+            exprs.append(symbols[node.attr])
+        elif node.op == "const":
+            exact = node.attr.exact()
+            exprs.append(sympy_constant(exact) if isinstance(exact, str)
+                         else sympy.Rational(exact.numerator, exact.denominator))
+        else:
+            exprs.append(PRIMITIVES[node.op].sympy(*(exprs[a] for a in node.args)))
+    return [exprs[o] for o in graph.outputs]
+
+
+def _tidy(d):
+    # d/dx sign(x) is 2*DiracDelta(x): zero wherever the derivative exists (kinks are reported apart)
+    return d.replace(sympy.DiracDelta, lambda *a: sympy.S.Zero)
+
+
+def _number(v):
+    """A finite real sympy Float, or None for zoo/nan/complex results."""
+    if v is None or not v.is_Number or v.is_infinite or v is sympy.nan or v.has(sympy.I):
+        return None
+    return sympy.Float(v, DIGITS) if v.is_finite else None
+
+
+def derivatives(graph: Graph, timeout: float | None = DEFAULT_TIMEOUT) -> SymbolicResult:
+    """sympy's derivative of every output by every variable, as expressions and strings."""
+    syms = symbols_of(graph)
+    try:
+        with time_limit(timeout):
+            outs = to_sympy(graph, syms)
+            ds = [[_tidy(sympy.diff(f, syms[v])) for v in graph.variables] for f in outs]
+            text = [[sympy.sstr(d) for d in row] for row in ds]
+    except SymbolicTimeout:
+        return SymbolicResult("unavailable", f"sympy did not finish within {timeout:g} s")
+    except (RecursionError, MemoryError):
+        return SymbolicResult("unavailable", "the expression is too deep for sympy")
+    res = SymbolicResult("ok", derivatives=ds, text=text)
+    res.function_values = outs
+    return res
+
+
+def symbolic(graph: Graph, point: dict, timeout: float | None = DEFAULT_TIMEOUT,
+             digits: int = DIGITS) -> SymbolicResult:
+    """Symbolic derivatives evaluated at ``point`` to ``digits`` significant digits."""
+    res = derivatives(graph, timeout)
+    if res.status != "ok":
+        return res
+    syms = symbols_of(graph)
+    subs = {syms[v]: sympy.Rational(float(point[v])) for v in graph.variables}
+    try:
+        with time_limit(timeout):
+            res.values = [[_number(d.evalf(n=digits, subs=subs)) for d in row] for row in res.derivatives]
+            res.function_values = [_number(f.evalf(n=digits, subs=subs)) for f in res.function_values]
+    except SymbolicTimeout:
+        return SymbolicResult("unavailable", f"sympy could not evaluate within {timeout:g} s",
+                              derivatives=res.derivatives, text=res.text)
+    except (RecursionError, MemoryError, TypeError, ValueError) as exc:
+        return SymbolicResult("unavailable", f"sympy could not evaluate the derivative ({type(exc).__name__})",
+                              derivatives=res.derivatives, text=res.text)
+    if any(v is None for row in res.values for v in row):
+        res.status = "undefined"
+        res.message = "the symbolic derivative is not a finite real number at this point"
+    return res

@@ -1,0 +1,398 @@
+"""Expression text -> Graph, without eval: a hand-written tokenizer and an iterative operator parser.
+
+The parser is a shunting-yard loop with explicit stacks, so no input can exhaust Python's recursion
+limit: nesting is bounded by ``max_depth`` (a clean ParseError), not by the interpreter. The grammar
+follows Python's precedence (DESIGN.md section 2): ``**``/``^`` (right-associative, and binding tighter
+than a unary minus on its left but accepting one on its right) > unary ``+ -`` > ``* /`` > ``+ -``.
+"""
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from typing import Iterable, NamedTuple
+
+import numpy as np
+
+from .graph import Graph, GraphBuilder, GraphError, evaluate
+from .primitives import CONSTANTS, FUNCTION_NAMES, PRIMITIVES
+
+__all__ = ["ParseError", "parse", "parse_constant", "suspicious_variables", "suggest_call"]
+
+_DISPLAY_WIDTH = 100  # longer expressions are shown as a window around the caret
+
+
+class ParseError(ValueError):
+    """An expression that cannot be read; ``column`` is 1-based, ``hint`` a suggested fix or None."""
+
+    def __init__(self, message: str, column: int, text: str, hint: str | None = None):
+        super().__init__(message)
+        self.message, self.column, self.text, self.hint = message, column, text, hint
+
+    def __reduce__(self):  # the default would re-create the error from ``message`` alone
+        return (type(self), (self.message, self.column, self.text, self.hint))
+
+    def render(self) -> str:
+        """``error: ... at column N``, the text, a caret under the column, then ``hint: ...``."""
+        # One display character per source character, so that the caret lines up under tabs/newlines.
+        shown = "".join(" " if c in "\t\n\r\f\v" else c for c in self.text)
+        caret = self.column - 1
+        if len(shown) > _DISPLAY_WIDTH:
+            start = max(0, min(caret - _DISPLAY_WIDTH // 2, len(shown) - _DISPLAY_WIDTH))
+            end = start + _DISPLAY_WIDTH
+            prefix = "..." if start > 0 else ""
+            shown = prefix + shown[start:end] + ("..." if end < len(shown) else "")
+            caret = caret - start + len(prefix)
+        lines = [f"error: {self.message} at column {self.column}", shown, " " * caret + "^"]
+        if self.hint:
+            lines.append(f"hint: {self.hint}")
+        return "\n".join(lines)
+
+    __str__ = render
+
+    def one_line(self) -> str:
+        """The message on one line, for logs, JSON and annotations."""
+        return f"{self.message} (column {self.column})" + (f"; {self.hint}" if self.hint else "")
+
+
+# --- tokens -------------------------------------------------------------------------------------------
+
+class _Token(NamedTuple):
+    kind: str  # "num", "name", "op", "(", ")", ",", "end", or "bad" (a lexical error, raised when reached)
+    text: str  # for "bad": the message
+    pos: int  # 0-based start
+    end: int  # 0-based end (exclusive)
+    value: object = None  # a number's float; for "bad": the hint
+
+    @property
+    def col(self) -> int:
+        return self.pos + 1
+
+
+# One alternation: the regex engine skips spaces and finds each token's end, Python only classifies.
+_TOKEN = re.compile(r"""(?P<space>\s+)
+    | (?P<num>(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)
+    | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
+    | (?P<op>\*\*|[-+*/^])
+    | (?P<punct>[(),])""", re.X)
+_CHAR_HINTS = {"[": "use ( ) for grouping", "]": "use ( ) for grouping", "{": "use ( ) for grouping",
+               "}": "use ( ) for grouping", "×": "use * to multiply", "·": "use * to multiply",
+               "−": "use the ASCII minus -", "÷": "use / to divide", "=": "write only the expression"}
+
+
+def _tokenize(text: str, limit: int) -> list[_Token]:
+    """All tokens, ending with "end". A lexical error, or reaching ``limit`` characters, becomes a final
+    "bad" token instead, so that the parser reports errors left to right (50,000 nested parentheses:
+    the depth error at column 10,001 comes before the length error)."""
+    out, pos, n = [], 0, len(text)
+    match, Token = _TOKEN.match, _Token
+    while pos < n:
+        if pos >= limit:
+            return out + [Token("bad", f"expression longer than {limit} characters", limit, limit + 1)]
+        m = match(text, pos)
+        if m is None:
+            c = text[pos]
+            return out + [Token("bad", f"unexpected character {c!r}", pos, pos + 1, _CHAR_HINTS.get(c))]
+        kind, word, end = m.lastgroup, m.group(), m.end()
+        if end > limit:
+            return out + [Token("bad", f"expression longer than {limit} characters", limit, limit + 1)]
+        if kind == "num":
+            nxt, after = text[end:end + 1], text[end + 1:end + 2]
+            if nxt == ".":  # 1.2.3, 1..2
+                bad = re.compile(r"[0-9.]*").match(text, end).end()
+                return out + [Token("bad", f"malformed number '{text[pos:bad]}'", pos, bad)]
+            if nxt in ("e", "E") and not (after.isascii() and (after.isalnum() or after == "_")):
+                # 1e, 1e+, 2e-x: an exponent without digits; 2e is not read as 2*e either. (2ex is 2 ex.)
+                bad = end + (2 if after in ("+", "-") else 1)
+                hint = f"write an exponent with digits (such as {word}e3), or {word}*e for the constant e"
+                return out + [Token("bad", f"malformed number '{text[pos:bad]}'", pos, bad, hint)]
+            value = float(word)
+            if math.isinf(value):
+                return out + [Token("bad", f"number {word} is too large", pos, end)]
+            out.append(Token("num", word, pos, end, value))
+        elif kind == "punct":
+            out.append(Token(word, word, pos, end))
+        elif kind != "space":
+            out.append(Token(kind, word, pos, end))
+        pos = end
+    out.append(_Token("end", "", n, n))
+    return out
+
+
+# --- the grammar's tables -----------------------------------------------------------------------------
+
+_BINARY = {"+": ("add", 1, False), "-": ("sub", 1, False), "*": ("mul", 2, False), "/": ("div", 2, False),
+           "**": ("pow", 4, True), "^": ("pow", 4, True)}
+_UNARY_PREC = 3  # below ** (so -x**2 == -(x**2)), above * / (so -x*y == (-x)*y)
+
+# name -> (smallest, largest) argument count; None = no upper bound
+_ARITY = {name: (PRIMITIVES[name].arity,) * 2 for name in FUNCTION_NAMES if name in PRIMITIVES}
+_ARITY.update({"log": (1, 2), "ln": (1, 1), "min": (2, None), "max": (2, None)})
+_USAGE = {"log": "log(x) or log(x, b)", "ln": "ln(x)", "min": "min(a, b, ...)", "max": "max(a, b, ...)",
+          "atan2": "atan2(y, x)", "pow": "pow(x, y)", "hypot": "hypot(x, y)"}
+
+
+class _Pending:
+    """An entry of the operator stack: a binary or unary operator, or an open parenthesis / call."""
+
+    __slots__ = ("kind", "op", "prec", "tok", "paren", "nargs")
+
+    def __init__(self, kind, op, prec, tok, paren=None):
+        # tok: where errors about the entry point (a call's name); paren: its "(" for "unclosed '('"
+        self.kind, self.op, self.prec, self.tok, self.paren, self.nargs = kind, op, prec, tok, paren, 0
+
+
+def _span(tokens, i, step):
+    """The 0-based text span of the operand whose first (step=1) or last (step=-1) token is tokens[i]."""
+    opener, closer = ("(", ")") if step == 1 else (")", "(")
+    j = i
+    if step == 1 and tokens[i].kind == "name" and tokens[i + 1].kind == "(":
+        j = i + 1
+    if tokens[j].kind == opener:
+        depth = 0
+        while 0 <= j < len(tokens) and tokens[j].kind not in ("end", "bad"):
+            depth += {opener: 1, closer: -1}.get(tokens[j].kind, 0)
+            if depth == 0:
+                break
+            j += step
+        j = max(0, min(j, len(tokens) - 1))
+        if step == -1 and j > 0 and tokens[j - 1].kind == "name":
+            j -= 1  # include the function name of a call: sin(x)(y) -> sin(x)*(y)
+    lo, hi = sorted((tokens[i], tokens[j]), key=lambda t: t.pos)
+    return lo.pos, hi.end
+
+
+def _times_hint(text, tokens, i):
+    """'did you mean 2*x?' for an operand tokens[i] written right after another one."""
+    a0, a1 = _span(tokens, i - 1, -1)
+    b0, b1 = _span(tokens, i, 1)
+    left, right = text[a0:a1], text[b0:b1]
+    if len(left) + len(right) > 60:
+        left, right = tokens[i - 1].text, tokens[i].text
+    return f"did you mean {left}*{right}?"
+
+
+def _unknown_function_hint(name):
+    close = difflib.get_close_matches(name, FUNCTION_NAMES, n=3, cutoff=0.6)
+    if name.lower() in FUNCTION_NAMES and name.lower() not in close:
+        close.insert(0, name.lower())  # names are case-sensitive: Sin(x) is almost surely sin(x)
+    if not close:
+        return None
+    return "did you mean " + (close[0] if len(close) == 1 else ", ".join(close[:-1]) + " or " + close[-1]) + "?"
+
+
+# --- the parser ---------------------------------------------------------------------------------------
+
+class _Parsed(NamedTuple):
+    graph: Graph
+    var_cols: dict  # variable -> column of its first appearance
+    commas: list  # columns of the top-level commas
+
+
+def _parse(text: str, max_length: int, max_depth: int, max_nodes: int) -> _Parsed:
+    if not isinstance(text, str):
+        raise TypeError(f"expression must be a str, not {type(text).__name__}")
+    tokens = _tokenize(text, max_length)
+    b = GraphBuilder(max_nodes=max_nodes)
+    operands: list[int] = []
+    ops: list[_Pending] = []
+    outputs, commas, var_cols = [], [], {}
+    expect_operand, prev, i = True, None, 0
+
+    def fail(message, tok, hint=None):
+        raise ParseError(message, tok.col, text, hint)
+
+    def push(entry):
+        if len(ops) >= max_depth:
+            fail(f"expression nested deeper than {max_depth} levels", entry.tok)
+        ops.append(entry)
+
+    def reduce_top():
+        e = ops.pop()
+        if e.kind == "neg":
+            operands.append(b.apply("neg", operands.pop()))
+        else:
+            y = operands.pop()
+            operands.append(b.apply(e.op, operands.pop(), y))
+
+    def reduce_to_marker():
+        while ops and ops[-1].prec > 0:  # parentheses and calls have no precedence (-1)
+            reduce_top()
+        return ops[-1] if ops else None
+
+    def finish_call(e):
+        name, n = e.op, e.nargs
+        lo, hi = _ARITY[name]
+        if n < lo or (hi is not None and n > hi):
+            want = f"{lo} or more" if hi is None else f"{lo} or {hi}" if hi != lo else str(lo)
+            fail(f"{name} takes {want} argument{'' if want == '1' else 's'}, got {n}", e.tok,
+                 f"usage: {_USAGE.get(name, name + '(x)' if lo == 1 else name + '(x, y)')}")
+        args = operands[-n:]
+        del operands[-n:]
+        if name in ("log", "ln"):
+            out = b.apply("log", args[0])
+            if n == 2:  # log base b, as the change of base: log(x) / log(b)
+                out = b.apply("div", out, b.apply("log", args[1]))
+        elif name in ("min", "max"):
+            out = args[0]
+            for a in args[1:]:
+                out = b.apply(name, out, a)
+        else:
+            out = b.apply(name, *args)
+        operands.append(out)
+
+    def missing_operand(tok):
+        """An operand was expected but tok came: name what is missing, where."""
+        if prev is None:
+            if tok.kind == "end":
+                fail("empty expression", tok)
+            if tok.kind == ")":
+                fail("unmatched ')'", tok, "remove it, or add the '(' it closes")
+            fail(f"missing operand before {tok.text!r}", tok)
+        if prev.kind == "op":
+            fail(f"missing operand after {prev.text!r}", prev)
+        if prev.kind == "(":
+            if tok.kind == "end":
+                fail("unclosed '('", prev, "add the missing ')'")
+            if tok.kind == ")" and ops[-1].kind == "paren":
+                fail("empty parentheses", prev)
+            if tok.kind == ")":
+                finish_call(ops.pop())  # f(): reports the argument count
+            fail(f"missing argument before {tok.text!r}", tok)
+        if tok.kind == "end":  # prev is a comma, as below
+            fail("trailing comma", prev, "remove the last ',' or add another expression after it")
+        if tok.kind == ")":
+            fail("missing argument after ','", prev)
+        fail("empty element before ','", tok)
+
+    try:
+        while True:
+            tok = tokens[i]
+            kind = tok.kind
+            if kind == "bad":
+                fail(tok.text, tok, tok.value)
+            if expect_operand:
+                if kind == "num":
+                    operands.append(b.const(tok.value, tok.text))
+                    expect_operand = False
+                elif kind == "name":
+                    name, call = tok.text, tokens[i + 1].kind == "("
+                    if name.startswith("__"):
+                        fail(f"name {name!r} is reserved: names may not start with '__'", tok)
+                    if call:
+                        if name in CONSTANTS:
+                            fail(f"{name} is a constant, not a function", tok, _times_hint(text, tokens, i + 1))
+                        if name not in FUNCTION_NAMES:
+                            times = tokens[i + 2].kind != ")" and _times_hint(text, tokens, i + 1)
+                            fail(f"unknown function {name!r}", tok, _unknown_function_hint(name) or times or None)
+                        push(_Pending("call", name, -1, tok, tokens[i + 1]))
+                        i += 1  # the "(" belongs to the call
+                        tok = tokens[i]
+                    elif name in FUNCTION_NAMES:
+                        fail(f"{name} is a function; call it as {name}(...)", tok)
+                    elif name in CONSTANTS:
+                        operands.append(b.const(CONSTANTS[name], name))
+                        expect_operand = False
+                    else:
+                        var_cols.setdefault(name, tok.col)
+                        operands.append(b.var(name))
+                        expect_operand = False
+                elif kind == "(":
+                    push(_Pending("paren", "(", -1, tok, tok))
+                elif kind == "op" and tok.text in "+-":
+                    if tok.text == "-":  # unary plus changes nothing and is dropped
+                        push(_Pending("neg", "neg", _UNARY_PREC, tok))
+                else:
+                    missing_operand(tok)
+            elif kind == "op":
+                op, prec, right = _BINARY[tok.text]
+                while ops and (ops[-1].prec > prec or (ops[-1].prec == prec and not right)):
+                    reduce_top()
+                push(_Pending("bin", op, prec, tok))
+                expect_operand = True
+            elif kind == ")":
+                top = reduce_to_marker()
+                if top is None:
+                    fail("unmatched ')'", tok, "remove it, or add the '(' it closes")
+                ops.pop()
+                if top.kind == "call":
+                    top.nargs += 1
+                    finish_call(top)
+            elif kind == ",":
+                top = reduce_to_marker()
+                if top is None:
+                    outputs.append(operands.pop())
+                    commas.append(tok.col)
+                elif top.kind == "call":
+                    top.nargs += 1
+                else:
+                    fail("',' inside parentheses", tok, "outputs are separated at the top level: x*y, x+y")
+                expect_operand = True
+            elif kind == "end":
+                top = reduce_to_marker()
+                if top is not None:
+                    fail("unclosed '('", top.paren, "add the missing ')'")
+                outputs.append(operands.pop())
+                break
+            else:  # an operand right after an operand
+                fail(f"missing operator before {tok.text!r}", tok, _times_hint(text, tokens, i))
+            prev = tok
+            i += 1
+    except GraphError as exc:  # the node limit
+        raise ParseError(str(exc), tokens[i].col, text) from None
+    return _Parsed(b.build(outputs), var_cols, commas)
+
+
+def parse(text: str, *, max_length: int = 100_000, max_depth: int = 10_000,
+          max_nodes: int = 1_000_000) -> Graph:
+    """Parse an expression such as ``"x**2*sin(y)"`` or ``"x*y, x+y"`` (one output per top-level
+    comma) into a hash-consed Graph whose variables are in order of first appearance.
+
+    Raises ParseError (a ValueError) with a column and a hint for anything it cannot read.
+    """
+    return _parse(text, max_length, max_depth, max_nodes).graph
+
+
+def parse_constant(text: str, *, max_length: int = 10_000) -> float:
+    """The value of a constant expression such as ``"pi/4"`` or ``"-1e-3"`` (for ``--at x=pi/4``).
+
+    A variable, several values, or a value that is not a finite number is a ParseError.
+    """
+    parsed = _parse(text, max_length, 1_000, 100_000)
+    if parsed.var_cols:
+        name, col = next(iter(parsed.var_cols.items()))
+        raise ParseError(f"variable {name!r} in a constant expression", col, text,
+                         "use numbers, pi, e and functions, such as pi/4")
+    if parsed.commas:
+        raise ParseError(f"expected one value, got {len(parsed.commas) + 1}", parsed.commas[0], text)
+    with np.errstate(all="ignore"):
+        value = float(evaluate(parsed.graph, {})[0])
+    if not math.isfinite(value):
+        raise ParseError(f"value is not a finite number ({value})", 1, text)
+    return value
+
+
+# --- warnings for the CLI ----------------------------------------------------------------------------
+
+def _split_call(name: str):
+    """("sin", "x") for "sinx": a function name followed by one or two letters, longest name first.
+
+    Longer tails are left alone, since names like "expected" or "signal" are more likely meant.
+    """
+    for f in sorted(FUNCTION_NAMES, key=len, reverse=True):
+        tail = name[len(f):]
+        if name.startswith(f) and 1 <= len(tail) <= 2 and tail.isascii() and tail.isalpha():
+            return f, tail
+    return None
+
+
+def suspicious_variables(graph_or_names: Graph | Iterable[str]) -> list[str]:
+    """Variables that look like a call missing its parentheses (``sinx``, ``expx``), in order."""
+    names = graph_or_names.variables if isinstance(graph_or_names, Graph) else graph_or_names
+    return [n for n in names if _split_call(n)]
+
+
+def suggest_call(name: str) -> str | None:
+    """``"sin(x)"`` for ``"sinx"``: the call a suspicious variable probably meant, or None."""
+    split = _split_call(name)
+    return f"{split[0]}({split[1]})" if split else None

@@ -1,0 +1,264 @@
+"""The primitive table: everything gradcli knows about each function, written once.
+
+Every method reads this table and nothing else:
+
+* ``value(xp, *args)`` evaluates on an array namespace (numpy, CuPy), on real or complex input;
+* ``partials`` holds one rule per argument, ``rule(F, ans, *args) -> local partial``, written with
+  primitives through ``F`` (an :class:`Ops` namespace) and Python operators, so the same rule runs on
+  numbers, dual numbers, tape variables or graph nodes. Forward mode forms
+  ``tangent = sum(partial_i * tangent_i)``, reverse mode ``adjoint_i += adjoint * partial_i``.
+  A rule may return the plain number ``0.0`` (no dependence: engines skip it) or ``1.0``;
+* ``sympy`` builds the symbolic counterpart. The symbolic method differentiates that with sympy's own
+  rules, never with ``partials``, so that agreement between the methods means something;
+* ``domain`` says where the value is defined, ``smooth`` where the derivative exists (``sqrt`` at 0),
+  ``kink`` where the function is continuous but not differentiable (``abs`` at 0);
+* ``holomorphic`` says whether complex-step differentiation may pass through it;
+* ``sample`` is a box of ordinary arguments, used by the tests that walk the table.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import sympy
+
+
+@dataclass(frozen=True)
+class Primitive:
+    name: str
+    arity: int
+    value: Callable
+    partials: tuple
+    sympy: Callable
+    domain: Callable | None = None
+    smooth: Callable | None = None
+    kink: Callable | None = None
+    holomorphic: bool = True
+    sample: tuple = ()
+    public: bool = True
+    doc: str = ""
+    domain_text: str = ""
+
+
+PRIMITIVES: dict[str, Primitive] = {}
+
+
+def _prim(name, arity, value, partials, sym, **kw):
+    if not isinstance(partials, tuple):
+        partials = (partials,)
+    assert len(partials) == arity, name
+    kw.setdefault("sample", ((-2.0, 2.0),) * arity)
+    PRIMITIVES[name] = Primitive(name, arity, value, partials, sym, **kw)
+
+
+class Ops:
+    """The primitives over some kind of value, as ``F.sin(x)``; partial rules are written against it."""
+
+    def apply(self, name, *args):  # pragma: no cover - every subclass defines it
+        raise NotImplementedError
+
+    def __getattr__(self, name):
+        if name in PRIMITIVES:
+            return lambda *args: self.apply(name, *args)
+        raise AttributeError(name)
+
+
+class NumericOps(Ops):
+    """Primitives evaluated on an array namespace (numpy by default)."""
+
+    def __init__(self, xp=np):
+        self.xp = xp
+
+    def apply(self, name, *args):
+        return PRIMITIVES[name].value(self.xp, *args)
+
+
+def is_complex(xp, x) -> bool:
+    return xp.iscomplexobj(x)
+
+
+# --- values that need more than one numpy call -----------------------------------------------------
+
+def _erf_numpy():
+    try:  # scipy is optional: use its vectorised erf when it is there
+        from scipy import special
+
+        return special.erf, special.erfc
+    except Exception:  # pragma: no cover - depends on the environment
+        return (np.vectorize(math.erf, otypes=[np.float64]), np.vectorize(math.erfc, otypes=[np.float64]))
+
+
+_ERF = None
+
+
+def _erf_pair(xp):
+    global _ERF
+    if xp is not np:
+        from cupyx.scipy import special  # CuPy namespace: its own kernels
+
+        return special.erf, special.erfc
+    if _ERF is None:
+        _ERF = _erf_numpy()
+    return _ERF
+
+
+def _erf(xp, x):
+    out = _erf_pair(xp)[0](x)
+    return out.astype(x.dtype, copy=False) if hasattr(x, "dtype") and hasattr(out, "astype") else out
+
+
+def _erfc(xp, x):
+    out = _erf_pair(xp)[1](x)
+    return out.astype(x.dtype, copy=False) if hasattr(x, "dtype") and hasattr(out, "astype") else out
+
+
+def _sigmoid(xp, x):
+    if is_complex(xp, x):
+        return 1 / (1 + xp.exp(-x))
+    # exp of a negative number only: no overflow for large |x|
+    z = xp.exp(-xp.abs(x))
+    return xp.where(x >= 0, 1 / (1 + z), z / (1 + z))
+
+
+def _softplus(xp, x):
+    if is_complex(xp, x):
+        return xp.log1p(xp.exp(x))
+    return xp.logaddexp(0, x)
+
+
+def _pow(xp, x, y):
+    return xp.power(x, y)
+
+
+def _pow_domain(xp, x, y):
+    integral = y == xp.round(y)
+    return (x > 0) | ((x == 0) & (y > 0)) | ((x < 0) & integral) | ((x == 0) & (y == 0))
+
+
+def _acosh_partial(F, ans, x):
+    # (x-1)(x+1) keeps its digits near x = 1, where x*x - 1 cancels
+    return 1 / F.sqrt((x - 1) * (x + 1))
+
+
+_LN2 = math.log(2.0)
+_LN10 = math.log(10.0)
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+
+# --- arithmetic ------------------------------------------------------------------------------------
+_prim("add", 2, lambda xp, x, y: x + y, (lambda F, a, x, y: 1.0, lambda F, a, x, y: 1.0),
+      lambda x, y: x + y, public=False, doc="x + y")
+_prim("sub", 2, lambda xp, x, y: x - y, (lambda F, a, x, y: 1.0, lambda F, a, x, y: -1.0),
+      lambda x, y: x - y, public=False, doc="x - y")
+_prim("mul", 2, lambda xp, x, y: x * y, (lambda F, a, x, y: y, lambda F, a, x, y: x),
+      lambda x, y: x * y, public=False, doc="x * y")
+_prim("div", 2, lambda xp, x, y: x / y, (lambda F, a, x, y: 1 / y, lambda F, a, x, y: -a / y),
+      lambda x, y: x / y, public=False, doc="x / y", sample=((-2.0, 2.0), (0.5, 2.0)),
+      domain=lambda xp, x, y: y != 0, domain_text="divisor != 0")
+_prim("neg", 1, lambda xp, x: -x, lambda F, a, x: -1.0, lambda x: -x, public=False, doc="-x")
+_prim("pow", 2, _pow,
+      (lambda F, a, x, y: y * x ** (y - 1), lambda F, a, x, y: F.log(x) * a),
+      lambda x, y: x ** y, doc="x ** y, x ^ y, pow(x, y)", sample=((0.3, 2.5), (-2.0, 2.0)),
+      domain=_pow_domain, domain_text="x > 0, or x < 0 with an integer exponent")
+
+# --- trigonometric ---------------------------------------------------------------------------------
+_prim("sin", 1, lambda xp, x: xp.sin(x), lambda F, a, x: F.cos(x), sympy.sin, sample=((-3.0, 3.0),))
+_prim("cos", 1, lambda xp, x: xp.cos(x), lambda F, a, x: -F.sin(x), sympy.cos, sample=((-3.0, 3.0),))
+_prim("tan", 1, lambda xp, x: xp.tan(x), lambda F, a, x: 1 + a * a, sympy.tan, sample=((-1.3, 1.3),))
+_prim("asin", 1, lambda xp, x: xp.arcsin(x), lambda F, a, x: 1 / F.sqrt(1 - x * x), sympy.asin,
+      domain=lambda xp, x: abs(x) <= 1, smooth=lambda xp, x: abs(x) < 1, sample=((-0.9, 0.9),),
+      domain_text="-1 <= x <= 1 (derivative: -1 < x < 1)")
+_prim("acos", 1, lambda xp, x: xp.arccos(x), lambda F, a, x: -1 / F.sqrt(1 - x * x), sympy.acos,
+      domain=lambda xp, x: abs(x) <= 1, smooth=lambda xp, x: abs(x) < 1, sample=((-0.9, 0.9),),
+      domain_text="-1 <= x <= 1 (derivative: -1 < x < 1)")
+_prim("atan", 1, lambda xp, x: xp.arctan(x), lambda F, a, x: 1 / (1 + x * x), sympy.atan,
+      sample=((-3.0, 3.0),))
+_prim("atan2", 2, lambda xp, y, x: xp.arctan2(y, x),
+      (lambda F, a, y, x: x / (x * x + y * y), lambda F, a, y, x: -y / (x * x + y * y)),
+      sympy.atan2, domain=lambda xp, y, x: (x != 0) | (y != 0), holomorphic=False,
+      sample=((-2.0, 2.0), (0.5, 2.0)), doc="atan2(y, x), numpy's argument order",
+      domain_text="(y, x) != (0, 0)")
+
+# --- hyperbolic ------------------------------------------------------------------------------------
+_prim("sinh", 1, lambda xp, x: xp.sinh(x), lambda F, a, x: F.cosh(x), sympy.sinh)
+_prim("cosh", 1, lambda xp, x: xp.cosh(x), lambda F, a, x: F.sinh(x), sympy.cosh)
+_prim("tanh", 1, lambda xp, x: xp.tanh(x), lambda F, a, x: 1 - a * a, sympy.tanh)
+_prim("asinh", 1, lambda xp, x: xp.arcsinh(x), lambda F, a, x: 1 / F.sqrt(x * x + 1), sympy.asinh)
+_prim("acosh", 1, lambda xp, x: xp.arccosh(x), _acosh_partial, sympy.acosh,
+      domain=lambda xp, x: x >= 1, smooth=lambda xp, x: x > 1, sample=((1.1, 3.0),),
+      domain_text="x >= 1 (derivative: x > 1)")
+_prim("atanh", 1, lambda xp, x: xp.arctanh(x), lambda F, a, x: 1 / ((1 - x) * (1 + x)), sympy.atanh,
+      domain=lambda xp, x: abs(x) < 1, sample=((-0.9, 0.9),), domain_text="-1 < x < 1")
+
+# --- exponential and logarithmic -------------------------------------------------------------------
+_prim("exp", 1, lambda xp, x: xp.exp(x), lambda F, a, x: a, sympy.exp)
+_prim("expm1", 1, lambda xp, x: xp.expm1(x), lambda F, a, x: F.exp(x),
+      lambda x: sympy.exp(x) - 1)
+_prim("log", 1, lambda xp, x: xp.log(x), lambda F, a, x: 1 / x, sympy.log,
+      domain=lambda xp, x: x > 0, sample=((0.2, 4.0),), domain_text="x > 0", doc="natural log; also ln")
+_prim("log2", 1, lambda xp, x: xp.log2(x), lambda F, a, x: 1 / (x * _LN2),
+      lambda x: sympy.log(x) / sympy.log(2), domain=lambda xp, x: x > 0, sample=((0.2, 4.0),),
+      domain_text="x > 0")
+_prim("log10", 1, lambda xp, x: xp.log10(x), lambda F, a, x: 1 / (x * _LN10),
+      lambda x: sympy.log(x) / sympy.log(10), domain=lambda xp, x: x > 0, sample=((0.2, 4.0),),
+      domain_text="x > 0")
+_prim("log1p", 1, lambda xp, x: xp.log1p(x), lambda F, a, x: 1 / (1 + x), lambda x: sympy.log(1 + x),
+      domain=lambda xp, x: x > -1, sample=((-0.8, 3.0),), domain_text="x > -1")
+_prim("sqrt", 1, lambda xp, x: xp.sqrt(x), lambda F, a, x: 0.5 / a, sympy.sqrt,
+      domain=lambda xp, x: x >= 0, smooth=lambda xp, x: x > 0, sample=((0.1, 4.0),),
+      domain_text="x >= 0 (derivative: x > 0)")
+_prim("cbrt", 1, lambda xp, x: xp.cbrt(x), lambda F, a, x: 1 / (3 * a * a),
+      lambda x: sympy.sign(x) * sympy.Abs(x) ** sympy.Rational(1, 3),
+      smooth=lambda xp, x: x != 0, holomorphic=False, sample=((0.2, 3.0),),
+      doc="real cube root, also of negative x", domain_text="derivative: x != 0")
+
+# --- piecewise: kinks, no complex step -------------------------------------------------------------
+_prim("abs", 1, lambda xp, x: xp.abs(x), lambda F, a, x: F.sign(x), sympy.Abs,
+      kink=lambda xp, x: x == 0, holomorphic=False)
+_prim("sign", 1, lambda xp, x: xp.sign(x), lambda F, a, x: 0.0, sympy.sign,
+      kink=lambda xp, x: x == 0, holomorphic=False, doc="-1, 0 or 1 (a jump at 0)")
+_prim("relu", 1, lambda xp, x: xp.maximum(x, 0), lambda F, a, x: F.step(x),
+      lambda x: sympy.Max(x, 0), kink=lambda xp, x: x == 0, holomorphic=False, doc="max(x, 0)")
+_prim("min", 2, lambda xp, x, y: xp.minimum(x, y),
+      (lambda F, a, x, y: F.step(y - x), lambda F, a, x, y: F.step(x - y)),
+      sympy.Min, kink=lambda xp, x, y: x == y, holomorphic=False, sample=((-2.0, 2.0), (-2.0, 2.0)),
+      doc="min(a, b, ...): two or more arguments")
+_prim("max", 2, lambda xp, x, y: xp.maximum(x, y),
+      (lambda F, a, x, y: F.step(x - y), lambda F, a, x, y: F.step(y - x)),
+      sympy.Max, kink=lambda xp, x, y: x == y, holomorphic=False, sample=((-2.0, 2.0), (-2.0, 2.0)),
+      doc="max(a, b, ...): two or more arguments")
+_prim("hypot", 2, lambda xp, x, y: xp.hypot(x, y), (lambda F, a, x, y: x / a, lambda F, a, x, y: y / a),
+      lambda x, y: sympy.sqrt(x * x + y * y), kink=lambda xp, x, y: (x == 0) & (y == 0),
+      holomorphic=False, sample=((-2.0, 2.0), (0.5, 2.0)), doc="sqrt(x**2 + y**2) without overflow")
+# step is not in the language: it is what the partials of relu, min and max are made of.
+_prim("step", 1, lambda xp, x: (x > 0).astype(x.dtype) if hasattr(x, "astype") else float(x > 0),
+      lambda F, a, x: 0.0, sympy.Heaviside, holomorphic=False, public=False,
+      doc="1 where x > 0, else 0")
+
+# --- special functions ------------------------------------------------------------------------------
+_prim("erf", 1, _erf, lambda F, a, x: _TWO_OVER_SQRT_PI * F.exp(-(x * x)), sympy.erf, holomorphic=False)
+_prim("erfc", 1, _erfc, lambda F, a, x: -_TWO_OVER_SQRT_PI * F.exp(-(x * x)), sympy.erfc,
+      holomorphic=False)
+_prim("sigmoid", 1, _sigmoid, lambda F, a, x: a * (1 - a), lambda x: 1 / (1 + sympy.exp(-x)),
+      sample=((-4.0, 4.0),), doc="1 / (1 + exp(-x))")
+_prim("softplus", 1, _softplus, lambda F, a, x: F.sigmoid(x), lambda x: sympy.log(1 + sympy.exp(x)),
+      sample=((-4.0, 4.0),), doc="log(1 + exp(x))")
+
+
+#: Names the parser accepts as functions, besides the primitives: (target, arity rule).
+ALIASES = {"ln": "log"}
+#: Functions of the language that are not single primitives: handled by the parser.
+SUGAR = {
+    "log": "log(x) natural log, log(x, b) log base b",
+    "min": "two or more arguments",
+    "max": "two or more arguments",
+}
+
+FUNCTION_NAMES: tuple[str, ...] = tuple(sorted({n for n, p in PRIMITIVES.items() if p.public} | set(ALIASES)))
+CONSTANTS = {"pi": math.pi, "e": math.e}
+
+
+def sympy_constant(name: str):
+    return {"pi": sympy.pi, "e": sympy.E}[name]

@@ -1,0 +1,1 @@
+"""Renderers: pure functions from a report to text. Nothing else in gradcli prints."""
