@@ -22,7 +22,7 @@ def _parse(expr: str) -> Graph:
 
 def prepare(expr: str, point: dict) -> tuple[Graph, dict, list]:
     """Parse ``expr`` and check ``point`` against its variables -> (graph, point, warnings)."""
-    from .parser import suspicious_variables
+    from .parser import suggest_call, suspicious_variables
 
     graph = _parse(expr)
     missing = [v for v in graph.variables if v not in point]
@@ -42,7 +42,7 @@ def prepare(expr: str, point: dict) -> tuple[Graph, dict, list]:
             raise BadInput(f"the value of {name} must be a real number, got {point[name]!r}") from None
         if not math.isfinite(clean[name]):
             raise BadInput(f"the value of {name} must be finite, got {clean[name]}")
-    warnings = [f"{v} is a variable; did you mean {fn}({v[len(fn):]})?" for v, fn in suspicious_variables(graph)]
+    warnings = [f"{v} is a variable; did you mean {suggest_call(v)}?" for v in suspicious_variables(graph)]
     return graph, clean, warnings
 
 

@@ -148,17 +148,19 @@ def compare_point(graph: Graph, point: dict, expression: str = "", methods=None,
                                            seconds=sym_seconds)
     rtols = dict(TOLERANCES)
     for name, m in results.items():
-        if m.jacobian is None or m.status in ("error", "unavailable"):
+        if m.jacobian is None:
             continue
-        J = np.where(bad_deriv, np.nan, m.jacobian)
-        m.jacobian = J
+        m.jacobian = J = np.where(bad_deriv, np.nan, m.jacobian)
+        if m.status in ("error", "unavailable"):
+            continue
         if ref is None or name == reference and name != "symbolic":
             continue
         abs_err, rel = _errors(J, ref_exact, ref)
         r_def, a_def = rtols[name]
         r_tol = r_def if rtol is None else rtol
         a_tol = a_def if atol is None else atol
-        tol = r_tol * np.maximum(np.abs(ref), scale) + a_tol
+        with np.errstate(invalid="ignore"):
+            tol = r_tol * np.maximum(np.abs(ref), scale) + a_tol
         if m.error_estimate is not None:
             tol = tol + ESTIMATE_SAFETY * np.nan_to_num(m.error_estimate, nan=np.inf)
         m.abs_error, m.rel_error, m.tolerance = abs_err, rel, tol
@@ -222,5 +224,7 @@ def _verdict(report: GradReport, sym, bad_deriv) -> None:
         report.message = f"{n} method{'s' if n != 1 else ''} agree with the {report.reference} reference"
     if bad_deriv.any():
         for m in report.methods.values():
-            if m.status == "ok" and m.jacobian is not None and np.isnan(m.jacobian).all():
-                m.status = "undefined"
+            if m.error_estimate is not None:
+                m.error_estimate = np.where(bad_deriv, np.nan, m.error_estimate)
+            if bad_deriv.all() and m.jacobian is not None and m.status in ("ok", "unavailable"):
+                m.status, m.message = "undefined", ""

@@ -78,7 +78,7 @@ def diagnose(graph: Graph, point: dict) -> tuple[list, np.ndarray, np.ndarray]:
             args = [vals[a] for a in n.args]
             if not all(np.isfinite(args)):
                 continue  # reported where it first went wrong
-            where = f" (domain: {prim.domain_text})" if prim.domain_text else ""
+            where = f" (its domain is {prim.domain_text})" if prim.domain_text else ""
             if prim.domain is not None and not bool(prim.domain(np, *args)):
                 mark(i, "undefined", f"{_call(n.op, args)} is undefined{where}", True)
                 continue
@@ -91,7 +91,8 @@ def diagnose(graph: Graph, point: dict) -> tuple[list, np.ndarray, np.ndarray]:
                 mark(i, "nondifferentiable", f"{_call(n.op, args)} sits on a kink of {n.op}", False)
                 continue
             if prim.smooth is not None and not bool(prim.smooth(np, *args)):
-                mark(i, "undefined", f"the derivative of {n.op} does not exist at {_call(n.op, args)}{where}",
+                need = f" (it needs {prim.smooth_text})" if prim.smooth_text else ""
+                mark(i, "undefined", f"the derivative of {n.op} does not exist at {_call(n.op, args)}{need}",
                      False)
                 continue
             for rule, a in zip(prim.partials, n.args):

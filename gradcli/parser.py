@@ -15,7 +15,7 @@ from typing import Iterable, NamedTuple
 import numpy as np
 
 from .graph import Graph, GraphBuilder, GraphError, evaluate
-from .primitives import CONSTANTS, FUNCTION_NAMES, PRIMITIVES
+from .primitives import ALIASES, CONSTANTS, FUNCTION_NAMES, PRIMITIVES
 
 __all__ = ["ParseError", "parse", "parse_constant", "suspicious_variables", "suggest_call"]
 
@@ -32,21 +32,23 @@ class ParseError(ValueError):
     def __reduce__(self):  # the default would re-create the error from ``message`` alone
         return (type(self), (self.message, self.column, self.text, self.hint))
 
-    def render(self) -> str:
-        """``error: ... at column N``, the text, a caret under the column, then ``hint: ...``."""
+    def caret(self) -> str:
+        """Two lines: the expression (a window around the column if it is long) and a caret under it."""
         # One display character per source character, so that the caret lines up under tabs/newlines.
         shown = "".join(" " if c in "\t\n\r\f\v" else c for c in self.text)
-        caret = self.column - 1
+        at = self.column - 1
         if len(shown) > _DISPLAY_WIDTH:
-            start = max(0, min(caret - _DISPLAY_WIDTH // 2, len(shown) - _DISPLAY_WIDTH))
+            start = max(0, min(at - _DISPLAY_WIDTH // 2, len(shown) - _DISPLAY_WIDTH))
             end = start + _DISPLAY_WIDTH
             prefix = "..." if start > 0 else ""
             shown = prefix + shown[start:end] + ("..." if end < len(shown) else "")
-            caret = caret - start + len(prefix)
-        lines = [f"error: {self.message} at column {self.column}", shown, " " * caret + "^"]
-        if self.hint:
-            lines.append(f"hint: {self.hint}")
-        return "\n".join(lines)
+            at = at - start + len(prefix)
+        return shown + "\n" + " " * at + "^"
+
+    def render(self) -> str:
+        """``error: ... at column N``, the text, a caret under the column, then ``hint: ...``."""
+        hint = f"\nhint: {self.hint}" if self.hint else ""
+        return f"error: {self.message} at column {self.column}\n{self.caret()}{hint}"
 
     __str__ = render
 
@@ -126,10 +128,10 @@ _BINARY = {"+": ("add", 1, False), "-": ("sub", 1, False), "*": ("mul", 2, False
 _UNARY_PREC = 3  # below ** (so -x**2 == -(x**2)), above * / (so -x*y == (-x)*y)
 
 # name -> (smallest, largest) argument count; None = no upper bound
-_ARITY = {name: (PRIMITIVES[name].arity,) * 2 for name in FUNCTION_NAMES if name in PRIMITIVES}
-_ARITY.update({"log": (1, 2), "ln": (1, 1), "min": (2, None), "max": (2, None)})
-_USAGE = {"log": "log(x) or log(x, b)", "ln": "ln(x)", "min": "min(a, b, ...)", "max": "max(a, b, ...)",
-          "atan2": "atan2(y, x)", "pow": "pow(x, y)", "hypot": "hypot(x, y)"}
+_ARITY = {name: (PRIMITIVES[ALIASES.get(name, name)].arity,) * 2 for name in FUNCTION_NAMES}
+_ARITY.update({"log": (1, 2), "min": (2, None), "max": (2, None)})  # ln stays one-argument
+_USAGE = {"log": "log(x) or log(x, b)", "min": "min(a, b, ...)", "max": "max(a, b, ...)",
+          "atan2": "atan2(y, x)"}
 
 
 class _Pending:
@@ -223,22 +225,23 @@ def _parse(text: str, max_length: int, max_depth: int, max_nodes: int) -> _Parse
     def finish_call(e):
         name, n = e.op, e.nargs
         lo, hi = _ARITY[name]
+        target = ALIASES.get(name, name)
         if n < lo or (hi is not None and n > hi):
             want = f"{lo} or more" if hi is None else f"{lo} or {hi}" if hi != lo else str(lo)
             fail(f"{name} takes {want} argument{'' if want == '1' else 's'}, got {n}", e.tok,
                  f"usage: {_USAGE.get(name, name + '(x)' if lo == 1 else name + '(x, y)')}")
         args = operands[-n:]
         del operands[-n:]
-        if name in ("log", "ln"):
+        if target == "log":
             out = b.apply("log", args[0])
             if n == 2:  # log base b, as the change of base: log(x) / log(b)
                 out = b.apply("div", out, b.apply("log", args[1]))
-        elif name in ("min", "max"):
+        elif target in ("min", "max"):
             out = args[0]
             for a in args[1:]:
-                out = b.apply(name, out, a)
+                out = b.apply(target, out, a)
         else:
-            out = b.apply(name, *args)
+            out = b.apply(target, *args)
         operands.append(out)
 
     def missing_operand(tok):
@@ -377,7 +380,9 @@ def parse_constant(text: str, *, max_length: int = 10_000) -> float:
 def _split_call(name: str):
     """("sin", "x") for "sinx": a function name followed by one or two letters, longest name first.
 
-    Longer tails are left alone, since names like "expected" or "signal" are more likely meant.
+    Longer tails are left alone: "expected" or "absolute" are more likely meant as names. Short ones
+    still catch honest names ("cost"), which is why the CLI only warns, and DESIGN.md only where such a
+    name is the sole variable.
     """
     for f in sorted(FUNCTION_NAMES, key=len, reverse=True):
         tail = name[len(f):]

@@ -40,6 +40,7 @@ class Primitive:
     public: bool = True
     doc: str = ""
     domain_text: str = ""
+    smooth_text: str = ""
 
 
 PRIMITIVES: dict[str, Primitive] = {}
@@ -169,10 +170,10 @@ _prim("cos", 1, lambda xp, x: xp.cos(x), lambda F, a, x: -F.sin(x), sympy.cos, s
 _prim("tan", 1, lambda xp, x: xp.tan(x), lambda F, a, x: 1 + a * a, sympy.tan, sample=((-1.3, 1.3),))
 _prim("asin", 1, lambda xp, x: xp.arcsin(x), lambda F, a, x: 1 / F.sqrt(1 - x * x), sympy.asin,
       domain=lambda xp, x: abs(x) <= 1, smooth=lambda xp, x: abs(x) < 1, sample=((-0.9, 0.9),),
-      domain_text="-1 <= x <= 1 (derivative: -1 < x < 1)")
+      domain_text="-1 <= x <= 1", smooth_text="-1 < x < 1")
 _prim("acos", 1, lambda xp, x: xp.arccos(x), lambda F, a, x: -1 / F.sqrt(1 - x * x), sympy.acos,
       domain=lambda xp, x: abs(x) <= 1, smooth=lambda xp, x: abs(x) < 1, sample=((-0.9, 0.9),),
-      domain_text="-1 <= x <= 1 (derivative: -1 < x < 1)")
+      domain_text="-1 <= x <= 1", smooth_text="-1 < x < 1")
 _prim("atan", 1, lambda xp, x: xp.arctan(x), lambda F, a, x: 1 / (1 + x * x), sympy.atan,
       sample=((-3.0, 3.0),))
 _prim("atan2", 2, lambda xp, y, x: xp.arctan2(y, x),
@@ -188,7 +189,7 @@ _prim("tanh", 1, lambda xp, x: xp.tanh(x), lambda F, a, x: 1 - a * a, sympy.tanh
 _prim("asinh", 1, lambda xp, x: xp.arcsinh(x), lambda F, a, x: 1 / F.sqrt(x * x + 1), sympy.asinh)
 _prim("acosh", 1, lambda xp, x: xp.arccosh(x), _acosh_partial, sympy.acosh,
       domain=lambda xp, x: x >= 1, smooth=lambda xp, x: x > 1, sample=((1.1, 3.0),),
-      domain_text="x >= 1 (derivative: x > 1)")
+      domain_text="x >= 1", smooth_text="x > 1")
 _prim("atanh", 1, lambda xp, x: xp.arctanh(x), lambda F, a, x: 1 / ((1 - x) * (1 + x)), sympy.atanh,
       domain=lambda xp, x: abs(x) < 1, sample=((-0.9, 0.9),), domain_text="-1 < x < 1")
 
@@ -208,11 +209,11 @@ _prim("log1p", 1, lambda xp, x: xp.log1p(x), lambda F, a, x: 1 / (1 + x), lambda
       domain=lambda xp, x: x > -1, sample=((-0.8, 3.0),), domain_text="x > -1")
 _prim("sqrt", 1, lambda xp, x: xp.sqrt(x), lambda F, a, x: 0.5 / a, sympy.sqrt,
       domain=lambda xp, x: x >= 0, smooth=lambda xp, x: x > 0, sample=((0.1, 4.0),),
-      domain_text="x >= 0 (derivative: x > 0)")
+      domain_text="x >= 0", smooth_text="x > 0")
 _prim("cbrt", 1, lambda xp, x: xp.cbrt(x), lambda F, a, x: 1 / (3 * a * a),
       lambda x: sympy.sign(x) * sympy.Abs(x) ** sympy.Rational(1, 3),
       smooth=lambda xp, x: x != 0, holomorphic=False, sample=((0.2, 3.0),),
-      doc="real cube root, also of negative x", domain_text="derivative: x != 0")
+      doc="real cube root, also of negative x", smooth_text="x != 0")
 
 # --- piecewise: kinks, no complex step -------------------------------------------------------------
 _prim("abs", 1, lambda xp, x: xp.abs(x), lambda F, a, x: F.sign(x), sympy.Abs,

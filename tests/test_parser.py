@@ -289,6 +289,7 @@ def test_render_points_a_caret_at_the_column():
         "hint: did you mean 2*x?",
     ]
     assert err.render() == str(err)
+    assert err.caret() == "x + 2x\n     ^"
     assert err.one_line() == "missing operator before 'x' (column 6); did you mean 2*x?"
 
 

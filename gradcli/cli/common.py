@@ -15,7 +15,7 @@ from ..report import EXIT_BAD_INPUT
 def console(stderr: bool = False) -> Console:
     file = sys.stderr if stderr else sys.stdout
     return Console(file=file, highlight=False, no_color="NO_COLOR" in os.environ or None,
-                   width=None if file.isatty() else max(100, Console(file=file).width))
+                   width=None if file.isatty() else max(120, Console(file=file).width))
 
 
 def fail(err: BadInput, as_json: bool = False):

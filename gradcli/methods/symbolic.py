@@ -80,6 +80,13 @@ def _tidy(d):
     return d.replace(sympy.DiracDelta, lambda *a: sympy.S.Zero)
 
 
+def _evalf(expr, digits, subs):
+    try:
+        return _number(expr.evalf(n=digits, subs=subs))
+    except ArithmeticError:  # mpmath divides by zero where the expression has a pole
+        return None
+
+
 def _number(v):
     """A finite real sympy Float, or None for zoo/nan/complex results."""
     if v is None or not v.is_Number or v.is_infinite or v is sympy.nan or v.has(sympy.I):
@@ -114,8 +121,8 @@ def symbolic(graph: Graph, point: dict, timeout: float | None = DEFAULT_TIMEOUT,
     subs = {syms[v]: sympy.Rational(float(point[v])) for v in graph.variables}
     try:
         with time_limit(timeout):
-            res.values = [[_number(d.evalf(n=digits, subs=subs)) for d in row] for row in res.derivatives]
-            res.function_values = [_number(f.evalf(n=digits, subs=subs)) for f in res.function_values]
+            res.values = [[_evalf(d, digits, subs) for d in row] for row in res.derivatives]
+            res.function_values = [_evalf(f, digits, subs) for f in res.function_values]
     except SymbolicTimeout:
         return SymbolicResult("unavailable", f"sympy could not evaluate within {timeout:g} s",
                               derivatives=res.derivatives, text=res.text)

@@ -17,13 +17,18 @@ VERDICT_MARK = {"agree": "✓", "disagree": "✗", "undefined": "!", "nondiffere
 MAX_SYMBOLIC_CHARS = 400
 
 
-def fmt_number(v, digits: int = 12) -> str:
+def fmt_number(v, digits: int = 11) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "—"
     v = float(v)
     if math.isinf(v):
         return "inf" if v > 0 else "-inf"
     return f"{v:.{digits}g}"
+
+
+def fmt_exact(v) -> str:
+    """The shortest text that reads back as the same float."""
+    return "undefined" if v is None else repr(float(v))
 
 
 def fmt_error(e) -> str:
@@ -53,9 +58,9 @@ def render_grad(report: GradReport) -> Group:
     head = Text()
     head.append("f", style="bold")
     head.append(f"({', '.join(report.variables)}) = {report.expression}\n")
-    point = ", ".join(f"{k} = {fmt_number(v, 17)}" for k, v in report.point.items())
+    point = ", ".join(f"{k} = {fmt_exact(v)}" for k, v in report.point.items())
     head.append(f"at {point}\n" if point else "")
-    values = ", ".join(fmt_number(v, 17) for v in report.values)
+    values = ", ".join(fmt_exact(v) for v in report.values)
     head.append(f"value: {values}")
     parts.append(head)
 
@@ -73,7 +78,8 @@ def render_grad(report: GradReport) -> Group:
     for name in names:
         m = report.methods[name]
         ref = " (ref)" if name == report.reference else ""
-        table.add_column(Text(f"{name}{ref}", style=STATUS_STYLE.get(m.status, "")), justify="right")
+        table.add_column(Text(f"{name}{ref}", style=STATUS_STYLE.get(m.status, "")), justify="right",
+                         no_wrap=True, min_width=13)
     nout = len(report.values)
     for i in range(nout):
         for k, var in enumerate(report.variables):

@@ -1,0 +1,183 @@
+"""Verdicts at a point: known derivatives, cross-method agreement, undefined and kinked points."""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import gradcli
+from gradcli.compare import compare_point, magnitudes, parse_methods
+from gradcli.diagnose import diagnose
+from gradcli.methods import forward, reverse, symbolic
+from gradcli.parser import parse
+
+KNOWN = [
+    ("x**2*sin(y)", {"x": 1.5, "y": 0.3}, {"x": 2 * 1.5 * math.sin(0.3), "y": 1.5 ** 2 * math.cos(0.3)}),
+    ("exp(x)*log(y)", {"x": 0.5, "y": 2.0}, {"x": math.exp(0.5) * math.log(2.0), "y": math.exp(0.5) / 2.0}),
+    ("atan2(y, x)", {"x": 1.0, "y": -1.0}, {"x": 0.5, "y": 0.5}),
+    ("hypot(x, y)", {"x": 3.0, "y": 4.0}, {"x": 0.6, "y": 0.8}),
+    ("cbrt(x)", {"x": -8.0}, {"x": 1 / 12}),
+    ("log(x, 2)", {"x": 8.0}, {"x": 1 / (8 * math.log(2))}),
+    ("x^3", {"x": 2.0}, {"x": 12.0}),
+    ("-x**2", {"x": 3.0}, {"x": -6.0}),
+    ("x**-2", {"x": 2.0}, {"x": -0.25}),
+    ("max(x, y, 0.5)", {"x": 1.0, "y": 2.0}, {"x": 0.0, "y": 1.0}),
+    ("sigmoid(x)", {"x": 0.0}, {"x": 0.25}),
+    ("softplus(x)", {"x": 0.0}, {"x": 0.5}),
+    ("relu(x)", {"x": -1.0}, {"x": 0.0}),
+    ("erf(x)", {"x": 0.0}, {"x": 2 / math.sqrt(math.pi)}),
+    ("sqrt(x*y)", {"x": 2.0, "y": 8.0}, {"x": 1.0, "y": 0.25}),
+    ("pow(x, y)", {"x": 2.0, "y": 3.0}, {"x": 12.0, "y": 8 * math.log(2)}),
+    ("x*pi + e", {"x": 1.0}, {"x": math.pi}),
+]
+
+
+@pytest.mark.parametrize("expr,point,expected", KNOWN)
+def test_known_derivatives(expr, point, expected):
+    r = gradcli.grad(expr, **point)
+    assert r.status == "agree", (r.status, r.message)
+    for name, want in expected.items():
+        assert r.gradient[name] == pytest.approx(want, rel=1e-14, abs=1e-15)
+        for m in ("forward", "reverse", "central", "richardson"):
+            assert r.methods[m].jacobian[0, r.variables.index(name)] == pytest.approx(want, rel=1e-6, abs=1e-9)
+    assert r.exit_code == 0
+
+
+@pytest.mark.parametrize("expr,point,status", [
+    ("abs(x)", {"x": 0.0}, "nondifferentiable"),
+    ("relu(x)", {"x": 0.0}, "nondifferentiable"),
+    ("max(x, x)", {"x": 1.0}, "nondifferentiable"),
+    ("sign(x)", {"x": 0.0}, "nondifferentiable"),
+    ("hypot(x, y)", {"x": 0.0, "y": 0.0}, "nondifferentiable"),
+    ("log(x)", {"x": -1.0}, "undefined"),
+    ("log(x)", {"x": 0.0}, "undefined"),
+    ("sqrt(x)", {"x": 0.0}, "undefined"),
+    ("asin(x)", {"x": 2.0}, "undefined"),
+    ("asin(x)", {"x": 1.0}, "undefined"),
+    ("1/x", {"x": 0.0}, "undefined"),
+    ("x**0.5", {"x": -4.0}, "undefined"),
+    ("cbrt(x)", {"x": 0.0}, "undefined"),
+    ("atan2(y, x)", {"x": 0.0, "y": 0.0}, "undefined"),
+    ("log(x, y)", {"x": 2.0, "y": 1.0}, "undefined"),
+    ("exp(x)", {"x": 1000.0}, "undefined"),
+])
+def test_undefined_and_kinks_are_never_confident_numbers(expr, point, status):
+    r = gradcli.grad(expr, **point)
+    assert r.status == status, r.message
+    assert r.exit_code == 3
+    assert r.message
+    doc = r.to_dict()
+    # the affected entries are null in every method
+    for m in doc["methods"].values():
+        g = m["gradient"]
+        assert g is None or all(v is None for v in g.values()) or status == "nondifferentiable" and len(point) > 1
+
+
+def test_a_kink_spoils_only_the_entries_that_depend_on_it():
+    r = gradcli.grad("abs(x) + 3*y", x=0.0, y=2.0)
+    assert r.status == "nondifferentiable"
+    assert r.gradient == {"x": None, "y": 3.0}
+    assert r.methods["forward"].jacobian[0, 1] == 3.0
+
+
+def test_constant_subexpressions_outside_a_domain_are_undefined_values():
+    r = gradcli.grad("x + log(-1)", x=1.0)
+    assert r.status == "undefined" and r.value is None
+
+
+def test_a_wrong_method_is_flagged(monkeypatch):
+    from gradcli.primitives import PRIMITIVES
+
+    sin = PRIMITIVES["sin"]
+    monkeypatch.setitem(PRIMITIVES, "sin", sin.__class__(**{**sin.__dict__, "partials": (
+        lambda F, a, x: F.cos(x) * 1.001,)}))
+    r = gradcli.grad("sin(x)", x=0.7)
+    assert r.status == "disagree" and r.exit_code == 1
+    assert r.methods["forward"].status == "mismatch" and r.methods["reverse"].status == "mismatch"
+    assert r.methods["central"].status == "ok" and r.methods["complex_step"].status == "ok"
+    assert r.methods["forward"].max_rel_error == pytest.approx(1e-3, rel=1e-6)
+
+
+def test_cancellation_does_not_fail_correct_ad():
+    # d/dx (x - sin(x)) = 1 - cos(x) ~ x**2/2: float64 cannot resolve it relative to itself
+    r = gradcli.grad("x - sin(x)", x=1e-6)
+    assert r.status == "agree", r.message
+
+
+def test_sympy_unavailable_falls_back_to_consensus():
+    g = parse("sin(x)*exp(y)")
+    r = compare_point(g, {"x": 0.4, "y": 0.2}, timeout=1e-6)
+    assert r.reference in ("symbolic", "consensus")
+    if r.reference == "consensus":
+        assert r.status == "agree" and r.symbolic is None
+
+
+def test_vector_valued_expression_has_a_jacobian():
+    r = gradcli.grad("x*y, x+y", x=2.0, y=3.0)
+    np.testing.assert_allclose(r.jacobian, [[3.0, 2.0], [1.0, 1.0]], rtol=1e-15)
+    doc = r.to_dict()
+    assert doc["value"] == [6.0, 5.0]
+    assert doc["methods"]["reverse"]["jacobian"] == [[3.0, 2.0], [1.0, 1.0]]
+    assert doc["symbolic"] == [{"x": "y", "y": "x"}, {"x": "1", "y": "1"}]
+
+
+def test_method_selection():
+    assert parse_methods(["forward,reverse", "central"]) == ["forward", "reverse", "central"]
+    r = gradcli.grad("x**3", x=2.0, methods=["forward"])
+    assert list(r.methods) == ["forward"] and r.reference == "symbolic"
+    with pytest.raises(ValueError, match="unknown method"):
+        parse_methods(["backward"])
+
+
+def test_reference_is_35_digits():
+    r = symbolic.symbolic(parse("exp(x)"), {"x": 1.0})
+    assert str(r.values[0][0]).startswith("2.71828182845904523536028747135266")
+
+
+def test_errors_below_float_resolution_are_shown():
+    r = gradcli.grad("x**2*sin(y)", x=1.5, y=0.3)
+    assert 0 < r.methods["forward"].max_rel_error < 1e-15
+
+
+# --- random expressions: forward, reverse and sympy agree wherever defined and smooth ----------------
+UNARY = ["sin", "cos", "tan", "atan", "sinh", "cosh", "tanh", "asinh", "exp", "expm1", "log", "log1p",
+         "sqrt", "cbrt", "abs", "erf", "erfc", "sigmoid", "softplus", "relu", "asin", "acos", "atanh",
+         "acosh", "log2", "log10", "sign"]
+BINARY_FN = ["atan2", "hypot", "pow", "min", "max"]
+OPS = ["+", "-", "*", "/", "**"]
+leaves = st.sampled_from(["x", "y", "z", "2", "0.5", "3", "pi", "1e-3"])
+
+
+def _extend(children):
+    return st.one_of(
+        st.tuples(st.sampled_from(UNARY), children).map(lambda t: f"{t[0]}({t[1]})"),
+        st.tuples(st.sampled_from(BINARY_FN), children, children).map(lambda t: f"{t[0]}({t[1]}, {t[2]})"),
+        st.tuples(children, st.sampled_from(OPS), children).map(lambda t: f"({t[0]}){t[1]}({t[2]})"),
+        children.map(lambda c: f"-({c})"),
+    )
+
+
+expressions = st.recursive(leaves, _extend, max_leaves=8)
+coords = st.floats(-2.5, 2.5, allow_nan=False).filter(lambda v: abs(v) > 1e-3)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.filter_too_much,
+                                                                   HealthCheck.too_slow])
+@given(expressions, coords, coords, coords)
+def test_random_expressions_forward_reverse_symbolic_agree(text, x, y, z):
+    g = parse(text)
+    point = {v: {"x": x, "y": y, "z": z}[v] for v in g.variables}
+    diags, _, _ = diagnose(g, point)
+    assume(not diags)
+    vals, Jf = forward.jacobian(g, point)
+    assume(all(abs(v) < 1e100 for v in vals))
+    _, Jr = reverse.jacobian(g, point)
+    sym = symbolic.symbolic(g, point, timeout=5)
+    assume(sym.status == "ok")
+    ref = np.array([[float(v) for v in row] for row in sym.values])
+    assume(np.all(np.abs(ref) < 1e100))
+    scale = magnitudes(g, point)
+    tol = 1e-10 * np.maximum(np.abs(ref), scale)
+    assert np.all(np.abs(Jf - ref) <= tol), (text, point, Jf, ref)
+    assert np.all(np.abs(Jr - ref) <= tol), (text, point, Jr, ref)
