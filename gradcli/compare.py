@@ -1,10 +1,15 @@
 """Run the methods at a point, measure each against the reference, and reach a verdict.
 
-Tolerances. An entry passes when ``|got - ref| <= rtol * max(|ref|, scale) + atol + 10 * estimate``:
+Tolerances. An entry passes when
+``|got - ref| <= rtol * max(|ref|, scale) + atol + 10 * spread + 10 * estimate``:
 
 * ``scale`` is the derivative's magnitude without cancellation, sum over paths of |products of local
   partials|. A derivative that cancels to nearly zero (d/dx of ``x - sin(x)`` near 0) can only be
   computed in float64 to about eps * scale, so that, not |ref|, is what rounding is relative to;
+* ``spread`` is how far float64 rounding moves forward mode's Jacobian when every rounding is made
+  one ulp worse at random (:func:`gradcli.methods.forward.rounding_spread`): it covers what ``scale``
+  cannot, such as ill-conditioned steps and inexact constants (sin(pi) is 1.2e-16 in float64, 0 in
+  the exact reference);
 * ``estimate`` is a numerical method's own error estimate (step 2h for central, Ridders' tableau for
   Richardson), so a method is never blamed for the error it announced.
 """
@@ -32,6 +37,7 @@ TOLERANCES = {
     "richardson": (1e-8, 0.0),
 }
 ESTIMATE_SAFETY = 10.0
+ROUNDING_SAFETY = 10.0
 
 
 def parse_methods(names) -> list[str]:
@@ -142,6 +148,10 @@ def compare_point(graph: Graph, point: dict, expression: str = "", methods=None,
         ref, reference = _fallback_reference(graph, point, results)
 
     scale = magnitudes(graph, point)
+    try:
+        spread = forward.rounding_spread(graph, point)
+    except Exception:  # forward mode itself failed: its own result says so
+        spread = np.zeros_like(scale)
     if "symbolic" in selected:
         results["symbolic"] = MethodResult("symbolic", ref.copy() if sym.status != "unavailable" else None,
                                            "ok" if sym.status == "ok" else sym.status, sym.message,
@@ -160,15 +170,15 @@ def compare_point(graph: Graph, point: dict, expression: str = "", methods=None,
         r_tol = r_def if rtol is None else rtol
         a_tol = a_def if atol is None else atol
         with np.errstate(invalid="ignore"):
-            tol = r_tol * np.maximum(np.abs(ref), scale) + a_tol
+            tol = r_tol * np.maximum(np.abs(ref), scale) + a_tol + ROUNDING_SAFETY * np.nan_to_num(spread)
         if m.error_estimate is not None:
             tol = tol + ESTIMATE_SAFETY * np.nan_to_num(m.error_estimate, nan=np.inf)
         m.abs_error, m.rel_error, m.tolerance = abs_err, rel, tol
         ok = ~np.isfinite(ref) | bad_deriv | (abs_err <= tol)
         if name != "symbolic" and not ok.all():
             m.status = "mismatch"
-            worst = np.unravel_index(np.nanargmax(np.where(ok, np.nan, abs_err / np.where(tol > 0, tol, 1))),
-                                     J.shape)
+            badness = np.where(ok, -1.0, np.nan_to_num(abs_err / np.where(tol > 0, tol, 1), nan=np.inf))
+            worst = np.unravel_index(np.argmax(badness), J.shape)
             m.message = (f"d/d{graph.variables[worst[1]]}: error {abs_err[worst]:.3g} exceeds the tolerance "
                          f"{tol[worst]:.3g}")
         elif not np.isfinite(J[~bad_deriv]).all() and np.isfinite(ref[~bad_deriv]).all():

@@ -29,6 +29,21 @@ def fail(err: BadInput, as_json: bool = False):
     sys.exit(EXIT_BAD_INPUT)
 
 
+class JsonCommand(click.Command):
+    """A command whose own usage errors (``--rtol abc``, a missing EXPR) still honour ``--json``:
+    click reports them on stderr as usual, and stdout gets the error document, so that a pipeline
+    reading stdout always has exactly one JSON document to parse."""
+
+    def parse_args(self, ctx, args):
+        options = args[:args.index("--")] if "--" in args else list(args)  # click consumes args
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            if "--json" in options:
+                click.echo(error_document(exc.format_message()))
+            raise
+
+
 def split_top_level(text: str, sep: str = ",") -> list[str]:
     """Split on ``sep`` outside parentheses: ``"x=atan2(1, 2), y=3"`` is two items."""
     items, depth, cur = [], 0, []

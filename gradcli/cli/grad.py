@@ -4,16 +4,17 @@ from __future__ import annotations
 import sys
 
 import click
+import numpy as np
 
 from ..api import prepare
 from ..compare import compare_point, parse_methods
 from ..render.json import dumps
 from ..render.table import render_grad
 from ..errors import BadInput
-from .common import console, fail, parse_assignments
+from .common import JsonCommand, console, fail, parse_assignments
 
 
-@click.command()
+@click.command(cls=JsonCommand)
 @click.argument("expr")
 @click.option("--at", "at", multiple=True, metavar="NAME=VALUE",
               help="A variable's value; repeatable, or several as \"x=1, y=2\". VALUE may be a constant "
@@ -41,6 +42,8 @@ def grad(expr, at, methods, rtol, atol, timeout, as_json):
     try:
         if rtol is not None and not rtol >= 0 or atol is not None and not atol >= 0:
             raise BadInput("--rtol and --atol must be non-negative numbers")
+        if not 0 <= timeout <= 1e6:  # also rejects nan; 0 means no limit
+            raise BadInput("--timeout must be a number of seconds from 0 (no limit) to 1e6")
         selected = parse_methods(methods) if methods else None
     except ValueError as exc:
         fail(BadInput(str(exc)), as_json)
@@ -52,8 +55,10 @@ def grad(expr, at, methods, rtol, atol, timeout, as_json):
         fail(exc, as_json)
     for w in warnings:
         click.echo(f"warning: {w}", err=True)
-    report = compare_point(graph, point, expression=expr, methods=selected, rtol=rtol, atol=atol,
-                           timeout=timeout, warnings=warnings)
+    # overflow and domain errors are reported by the diagnostics, not as numpy RuntimeWarnings on stderr
+    with np.errstate(all="ignore"):
+        report = compare_point(graph, point, expression=expr, methods=selected, rtol=rtol, atol=atol,
+                               timeout=timeout, warnings=warnings)
     if as_json:
         click.echo(dumps(report.to_dict()))
     else:

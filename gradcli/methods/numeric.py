@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import functools
+
 import numpy as np
 
 from ..graph import Graph, evaluate
@@ -39,6 +41,15 @@ class NumericResult:
     status: str = "ok"
     message: str = ""
     detail: dict = field(default_factory=dict)
+
+
+def _quiet(fn):
+    """Run under np.errstate(all="ignore"): non-finite values are results here, reported as statuses."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with np.errstate(all="ignore"):
+            return fn(*args, **kwargs)
+    return wrapper
 
 
 def _eval_points(graph: Graph, X: np.ndarray) -> np.ndarray:
@@ -80,11 +91,6 @@ def _candidate_scales(x: np.ndarray) -> np.ndarray:
 
 def _central_candidates(graph: Graph, x: np.ndarray):
     """Central differences at steps h, 2h, 4h for every candidate scale, with error estimates."""
-    with np.errstate(all="ignore"):
-        return _central_table(graph, x)
-
-
-def _central_table(graph: Graph, x: np.ndarray):
     eps = np.finfo(np.float64).eps
     scales = _candidate_scales(x)
     K = scales.shape[1]
@@ -111,6 +117,7 @@ def _central_table(graph: Graph, x: np.ndarray):
     return D1, est, hs, scales
 
 
+@_quiet
 def central(graph: Graph, point: dict) -> NumericResult:
     """Central differences (f(x+h) - f(x-h)) / 2h with h = eps**(1/3) * s, the step that balances
     truncation (h**2) against round-off (eps/h). The scale s is not guessed: every candidate from
@@ -130,6 +137,7 @@ def central(graph: Graph, point: dict) -> NumericResult:
     return res
 
 
+@_quiet
 def richardson(graph: Graph, point: dict) -> NumericResult:
     """Ridders' extrapolation of central differences over steps h0, h0/2, h0/4, ...: each column of
     the tableau cancels one more power of h**2; the entry with the smallest change between
@@ -192,6 +200,7 @@ def holomorphic_blockers(graph: Graph) -> list[str]:
     return names
 
 
+@_quiet
 def complex_step(graph: Graph, point: dict) -> NumericResult:
     """f'(x) = Im f(x + ih) / h: no subtraction, so no cancellation, exact to rounding for any
     small h; only valid where every primitive on the path is holomorphic."""

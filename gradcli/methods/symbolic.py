@@ -91,6 +91,9 @@ def _number(v):
     """A finite real sympy Float, or None for zoo/nan/complex results."""
     if v is None or not v.is_Number or v.is_infinite or v is sympy.nan or v.has(sympy.I):
         return None
+    if v.is_Float and v._prec < 16:
+        # evalf's mark for a cancellation it could not resolve within ~500 bits ("0.e-153"): a zero
+        return sympy.Float(0, DIGITS)
     return sympy.Float(v, DIGITS) if v.is_finite else None
 
 
@@ -106,6 +109,8 @@ def derivatives(graph: Graph, timeout: float | None = DEFAULT_TIMEOUT) -> Symbol
         return SymbolicResult("unavailable", f"sympy did not finish within {timeout:g} s")
     except (RecursionError, MemoryError):
         return SymbolicResult("unavailable", "the expression is too deep for sympy")
+    except (TypeError, ValueError, ArithmeticError) as exc:  # e.g. Min of a complex constant
+        return SymbolicResult("unavailable", f"sympy cannot differentiate this expression ({exc})")
     res = SymbolicResult("ok", derivatives=ds, text=text)
     res.function_values = outs
     return res
