@@ -150,10 +150,12 @@ def _float_text(value: float) -> str:
 
 # --- the plainest interpreter ------------------------------------------------------------------------
 
-def evaluate(graph: Graph, inputs: dict, xp=np, dtype=None) -> list:
+def evaluate(graph: Graph, inputs: dict, xp=np, dtype=None, rng=None) -> list:
     """Values of the outputs for ``inputs`` (name -> number or array; arrays broadcast together).
 
-    Only evaluates: the numerical methods use this, never the partials.
+    Only evaluates: the numerical methods use this, never the partials. With ``rng`` (numpy only),
+    every operation's result gets one extra random rounding error of one ulp, so that comparing
+    with a plain evaluation shows how much rounding the result carries (Monte Carlo arithmetic).
     """
     ops = NumericOps(xp)
     vals: dict[int, object] = {}
@@ -164,11 +166,17 @@ def evaluate(graph: Graph, inputs: dict, xp=np, dtype=None) -> list:
         elif n.op == "const":
             vals[i] = xp.asarray(n.attr.value, dtype=dtype) if dtype is not None else np.float64(n.attr.value)
         else:
-            vals[i] = ops.apply(n.op, *(vals[a] for a in n.args))
+            v = ops.apply(n.op, *(vals[a] for a in n.args))
+            if rng is not None:
+                v = v * (1 + _EPS * rng.choice((-1.0, 1.0), size=np.shape(v)))
+            vals[i] = v
             for a in set(n.args):
                 if last[a] == i:
                     del vals[a]
     return [vals[o] for o in graph.outputs]
+
+
+_EPS = np.finfo(np.float64).eps
 
 
 def node_values(graph: Graph, inputs: dict, xp=np) -> list:

@@ -168,10 +168,10 @@ _prim("pow", 2, _pow,
 _prim("sin", 1, lambda xp, x: xp.sin(x), lambda F, a, x: F.cos(x), sympy.sin, sample=((-3.0, 3.0),))
 _prim("cos", 1, lambda xp, x: xp.cos(x), lambda F, a, x: -F.sin(x), sympy.cos, sample=((-3.0, 3.0),))
 _prim("tan", 1, lambda xp, x: xp.tan(x), lambda F, a, x: 1 + a * a, sympy.tan, sample=((-1.3, 1.3),))
-_prim("asin", 1, lambda xp, x: xp.arcsin(x), lambda F, a, x: 1 / F.sqrt(1 - x * x), sympy.asin,
+_prim("asin", 1, lambda xp, x: xp.arcsin(x), lambda F, a, x: 1 / F.sqrt((1 - x) * (1 + x)), sympy.asin,
       domain=lambda xp, x: abs(x) <= 1, smooth=lambda xp, x: abs(x) < 1, sample=((-0.9, 0.9),),
       domain_text="-1 <= x <= 1", smooth_text="-1 < x < 1")
-_prim("acos", 1, lambda xp, x: xp.arccos(x), lambda F, a, x: -1 / F.sqrt(1 - x * x), sympy.acos,
+_prim("acos", 1, lambda xp, x: xp.arccos(x), lambda F, a, x: -1 / F.sqrt((1 - x) * (1 + x)), sympy.acos,
       domain=lambda xp, x: abs(x) <= 1, smooth=lambda xp, x: abs(x) < 1, sample=((-0.9, 0.9),),
       domain_text="-1 <= x <= 1", smooth_text="-1 < x < 1")
 _prim("atan", 1, lambda xp, x: xp.arctan(x), lambda F, a, x: 1 / (1 + x * x), sympy.atan,
@@ -179,13 +179,15 @@ _prim("atan", 1, lambda xp, x: xp.arctan(x), lambda F, a, x: 1 / (1 + x * x), sy
 _prim("atan2", 2, lambda xp, y, x: xp.arctan2(y, x),
       (lambda F, a, y, x: x / (x * x + y * y), lambda F, a, y, x: -y / (x * x + y * y)),
       sympy.atan2, domain=lambda xp, y, x: (x != 0) | (y != 0), holomorphic=False,
+      kink=lambda xp, y, x: (y == 0) & (x < 0),  # the branch cut: a jump from pi to -pi
       sample=((-2.0, 2.0), (0.5, 2.0)), doc="atan2(y, x), numpy's argument order",
       domain_text="(y, x) != (0, 0)")
 
 # --- hyperbolic ------------------------------------------------------------------------------------
 _prim("sinh", 1, lambda xp, x: xp.sinh(x), lambda F, a, x: F.cosh(x), sympy.sinh)
 _prim("cosh", 1, lambda xp, x: xp.cosh(x), lambda F, a, x: F.sinh(x), sympy.cosh)
-_prim("tanh", 1, lambda xp, x: xp.tanh(x), lambda F, a, x: 1 - a * a, sympy.tanh)
+# 1 - tanh**2 is 0 in float64 from |x| = 19 on; 1/cosh**2 keeps every digit until it underflows
+_prim("tanh", 1, lambda xp, x: xp.tanh(x), lambda F, a, x: 1 / (F.cosh(x) * F.cosh(x)), sympy.tanh)
 _prim("asinh", 1, lambda xp, x: xp.arcsinh(x), lambda F, a, x: 1 / F.sqrt(x * x + 1), sympy.asinh)
 _prim("acosh", 1, lambda xp, x: xp.arccosh(x), _acosh_partial, sympy.acosh,
       domain=lambda xp, x: x >= 1, smooth=lambda xp, x: x > 1, sample=((1.1, 3.0),),
@@ -242,7 +244,8 @@ _prim("step", 1, lambda xp, x: (x > 0).astype(x.dtype) if hasattr(x, "astype") e
 _prim("erf", 1, _erf, lambda F, a, x: _TWO_OVER_SQRT_PI * F.exp(-(x * x)), sympy.erf, holomorphic=False)
 _prim("erfc", 1, _erfc, lambda F, a, x: -_TWO_OVER_SQRT_PI * F.exp(-(x * x)), sympy.erfc,
       holomorphic=False)
-_prim("sigmoid", 1, _sigmoid, lambda F, a, x: a * (1 - a), lambda x: 1 / (1 + sympy.exp(-x)),
+# sigmoid(x) * sigmoid(-x), not a * (1 - a): the latter is 0 in float64 from x = 37 on
+_prim("sigmoid", 1, _sigmoid, lambda F, a, x: a * F.sigmoid(-x), lambda x: 1 / (1 + sympy.exp(-x)),
       sample=((-4.0, 4.0),), doc="1 / (1 + exp(-x))")
 _prim("softplus", 1, _softplus, lambda F, a, x: F.sigmoid(x), lambda x: sympy.log(1 + sympy.exp(x)),
       sample=((-4.0, 4.0),), doc="log(1 + exp(x))")

@@ -17,6 +17,9 @@ def main():
       gradcli grad "x**2*sin(y)" --at x=1.5 --at y=0.3
       gradcli grad "log(x) + sqrt(x*y)" --at "x=2, y=pi/4" --json
       gradcli grad "x*y, x+y" --at x=1 --at y=2 --method forward,reverse
+
+    Exit codes (every command): 0 all agree, 1 a disagreement, 2 bad input, 3 the gradient is undefined
+    or does not exist at the point. With --json, stdout is exactly one JSON document.
     """
 
 

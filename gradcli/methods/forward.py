@@ -47,6 +47,15 @@ def _split(a):
     return (a.value, a.tangent) if isinstance(a, Dual) else (a, None)
 
 
+def scale_tangent(p, t):
+    """p * t, except that a zero tangent stays zero when p is infinite: the derivative of acos(z) at
+    z = -1 is infinite in z, but that must not turn d/dx of x*acos(z) into inf * 0 = nan."""
+    out = p * t
+    if isinstance(p, (float, np.floating, np.ndarray)) and not np.all(np.isfinite(p)):
+        out = np.where(np.asarray(t) == 0, 0.0, out)
+    return out
+
+
 class DualOps(Ops):
     """Primitives on dual numbers: the value from ``prim.value``, the tangent from ``prim.partials``.
 
@@ -69,7 +78,7 @@ class DualOps(Ops):
             p = rule(self.inner, ans, *vals)
             if isinstance(p, float) and p == 0.0:
                 continue
-            term = t if (isinstance(p, float) and p == 1.0) else p * t
+            term = t if (isinstance(p, float) and p == 1.0) else scale_tangent(p, t)
             tangent = term if tangent is None else tangent + term
         if tangent is None:
             return ans if all(t is None for _, t in split) else Dual(ans, 0.0)

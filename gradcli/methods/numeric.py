@@ -52,11 +52,11 @@ def _quiet(fn):
     return wrapper
 
 
-def _eval_points(graph: Graph, X: np.ndarray) -> np.ndarray:
+def _eval_points(graph: Graph, X: np.ndarray, rng=None) -> np.ndarray:
     """f at each row of X (m x nvars) -> array (n_outputs, m)."""
     inputs = {name: X[:, k] for k, name in enumerate(graph.variables)}
     with np.errstate(all="ignore"):
-        outs = evaluate(graph, inputs)
+        outs = evaluate(graph, inputs, rng=rng)
     return np.stack([np.broadcast_to(o, (X.shape[0],)) for o in outs])
 
 
@@ -98,22 +98,35 @@ def _central_candidates(graph: Graph, x: np.ndarray):
     hs = np.stack([_representable(x, eps ** (1 / 3) * scales[:, k]) for k in range(K)])  # (K, nvars)
     offsets = (1.0, -1.0, 2.0, -2.0, 4.0, -4.0)
     rows = [np.tile(x, (n, 1)) + np.diag(c * hs[k]) for k in range(K) for c in offsets]
-    Fv = _eval_points(graph, np.vstack(rows))  # (nout, K*6*n)
-    Fv = Fv.reshape(Fv.shape[0], K, len(offsets), n).transpose(1, 2, 0, 3)  # (K, 6, nout, n)
+    X = np.vstack(rows)
+    shape = lambda F: F.reshape(F.shape[0], K, len(offsets), n).transpose(1, 2, 0, 3)  # (K, 6, nout, n)
+    Fv = shape(_eval_points(graph, X))
+    # the same stencil with every rounding one ulp worse at random: rounding in intermediate values
+    # (0.5**y near 1 inside log10) that no bound on f itself can see shows up as a change in D
+    Fj = shape(_eval_points(graph, X, rng=np.random.default_rng(0)))
     h = hs[:, None, :]
     D1 = (Fv[:, 0] - Fv[:, 1]) / (2 * h)
+    jiggle = 4 * np.abs((Fj[:, 0] - Fj[:, 1]) / (2 * h) - D1)
     D2 = (Fv[:, 2] - Fv[:, 3]) / (4 * h)
     D4 = (Fv[:, 4] - Fv[:, 5]) / (8 * h)
     # round-off: f's own rounding, plus the rounding of intermediate values as large as x (sin(100*x)
     # at x = 1e4 carries eps*1e6 in its argument), which is about eps*|x*f'| and does not look like noise
     # across nearby steps, so only this bound, not the differences, can reveal it
     noise = 4 * eps * ((np.abs(Fv[:, 0]) + np.abs(Fv[:, 1])) / 2 + np.abs(x)[None, None, :] * np.abs(D1)) / h
+    noise = np.fmax(noise, jiggle)
     d1, d2 = np.abs(D2 - D1), np.abs(D4 - D2)
     # in the asymptotic range the error falls like h**2, so D(4h)-D(2h) is about 4 times
     # D(2h)-D(h); anything else (a period or a pole within the stencil) voids the estimate
     asymptotic = (d1 <= 2 * noise) | ((d2 >= 2 * d1) & (d2 <= 8 * d1))
-    est = np.where(asymptotic, d1 / 3, np.maximum(d1, d2)) + noise
-    est = np.where(np.isfinite(est) & np.isfinite(D1), est, np.inf)
+    own = np.where(asymptotic, d1 / 3, np.maximum.reduce([d1, d2, np.abs(D1)])) + noise
+    own = np.where(np.isfinite(own) & np.isfinite(D1), own, np.inf)
+    # a step is only as good as its agreement with every smaller one, beyond their own error:
+    # for abs(x) at x = 1e-160 all steps above 1e-160 agree on 0, and only the smaller ones know
+    est = own.copy()
+    for k in range(K - 1):
+        gap = np.abs(D1[k] - D1[k + 1:]) - own[k + 1:]
+        gap = np.where(np.isfinite(gap), gap, 0.0)
+        est[k] = np.maximum(est[k], gap.max(axis=0))
     return D1, est, hs, scales
 
 
@@ -210,13 +223,16 @@ def complex_step(graph: Graph, point: dict) -> NumericResult:
                              message=f"complex step cannot pass through {', '.join(blockers)} "
                                      "(not holomorphic)")
     x = _x_vector(graph, point)
+    # two steps: relative to |x| (right for log(x) at tiny x) and at least 1e-20 (keeps f'*h from
+    # underflowing); where they differ, the difference is the error estimate
     h = COMPLEX_H * np.maximum(np.abs(x), 1e-100)
+    h2 = COMPLEX_H * np.maximum(np.abs(x), 1.0)
     n = x.size
-    X = np.tile(x.astype(np.complex128), (n, 1)) + 1j * np.diag(h)
+    X = np.vstack([np.tile(x.astype(np.complex128), (n, 1)) + 1j * np.diag(step) for step in (h, h2)])
     Fv = _eval_points(graph, X)
-    J = np.imag(Fv) / h
+    J, J2 = np.imag(Fv[:, :n]) / h, np.imag(Fv[:, n:]) / h2
     eps = np.finfo(np.float64).eps
-    res = NumericResult(J, 4 * eps * np.abs(J), h, detail={"step": h.tolist()})
+    res = NumericResult(J, 4 * eps * np.abs(J) + np.abs(J - J2), h, detail={"step": h.tolist()})
     if not np.all(np.isfinite(J)):
         res.status = "unavailable"
         res.message = "complex-step evaluation is not finite"
