@@ -24,7 +24,7 @@ from .diagnose import diagnose
 from .graph import Graph, node_values
 from .methods import forward, numeric, reverse, symbolic
 from .primitives import PRIMITIVES, NumericOps
-from .report import METHOD_ORDER, GradReport, MethodResult
+from .report import METHOD_ORDER, Diagnostic, GradReport, MethodResult
 
 #: Default (rtol, atol) per method. AD and complex step are exact up to rounding; the differences
 #: are as good as their step allows, and their own error estimate is added on top.
@@ -115,6 +115,11 @@ def _errors(J, ref_exact, ref):
 def compare_point(graph: Graph, point: dict, expression: str = "", methods=None, rtol=None, atol=None,
                   timeout: float | None = symbolic.DEFAULT_TIMEOUT, warnings=()) -> GradReport:
     """Every selected method at ``point``, with errors against the reference and the verdict."""
+    with np.errstate(all="ignore"):  # inf and nan are findings here, reported through the statuses
+        return _compare(graph, point, expression, methods, rtol, atol, timeout, warnings)
+
+
+def _compare(graph, point, expression, methods, rtol, atol, timeout, warnings) -> GradReport:
     selected = parse_methods(methods)
     point = {v: float(point[v]) for v in graph.variables}
     diags, bad_value, bad_deriv = diagnose(graph, point)
@@ -154,42 +159,25 @@ def compare_point(graph: Graph, point: dict, expression: str = "", methods=None,
         spread = forward.rounding_spread(graph, point)
     except Exception:  # forward mode itself failed: its own result says so
         spread = np.zeros_like(scale)
+    _ill_conditioned(graph, ref, scale, spread, diags, bad_deriv)
     if "symbolic" in selected:
         results["symbolic"] = MethodResult("symbolic", ref.copy() if sym.status != "unavailable" else None,
                                            "ok" if sym.status == "ok" else sym.status, sym.message,
                                            seconds=sym_seconds)
-    rtols = dict(TOLERANCES)
-    for name, m in results.items():
-        if m.jacobian is None:
-            continue
-        m.jacobian = J = np.where(bad_deriv, np.nan, m.jacobian)
-        if m.status == "unavailable" and np.isfinite(J[~bad_deriv]).all():
-            m.status, m.message = "ok", ""  # only the entries the point itself spoils were missing
-        if m.status in ("error", "unavailable"):
-            continue
-        if ref is None or name == reference and name != "symbolic":
-            continue
-        abs_err, rel = _errors(J, ref_exact, ref)
-        r_def, a_def = rtols[name]
-        r_tol = r_def if rtol is None else rtol
-        a_tol = a_def if atol is None else atol
-        with np.errstate(invalid="ignore"):
-            tol = (r_tol * np.maximum(np.abs(ref), scale) + max(a_tol, SUBNORMAL)
-                   + ROUNDING_SAFETY * np.nan_to_num(spread))
-        if m.error_estimate is not None:
-            tol = tol + ESTIMATE_SAFETY * np.nan_to_num(m.error_estimate, nan=np.inf)
-        m.abs_error, m.rel_error, m.tolerance = abs_err, rel, tol
-        ok = ~np.isfinite(ref) | bad_deriv | (abs_err <= tol)
-        if name != "symbolic" and not ok.all():
-            m.status = "mismatch"
-            badness = np.where(ok, -1.0, np.nan_to_num(abs_err / np.where(tol > 0, tol, 1), nan=np.inf))
-            worst = np.unravel_index(np.argmax(badness), J.shape)
-            m.message = (f"d/d{graph.variables[worst[1]]}: error {abs_err[worst]:.3g} exceeds the tolerance "
-                         f"{tol[worst]:.3g}")
-        elif not np.isfinite(J[~bad_deriv]).all() and np.isfinite(ref[~bad_deriv]).all():
-            m.status = "mismatch" if m.status == "ok" else m.status
-
     values = _values(graph, point, bad_value)
+    xs = np.array([max(abs(point[v]), 1.0) for v in graph.variables])
+    floor = 1e-8 * (1 + np.abs(np.nan_to_num(np.array(values, dtype=float))))[:, None] / xs[None, :]
+    for name, m in results.items():
+        if m.jacobian is not None:
+            m.jacobian = np.where(bad_deriv, np.nan, m.jacobian)
+            if m.status == "unavailable" and np.isfinite(m.jacobian[~bad_deriv]).all():
+                m.status, m.message = "ok", ""  # only the entries the point itself spoils were missing
+        if m.jacobian is None or m.status in ("error", "unavailable") or ref is None:
+            continue
+        if name == reference and name != "symbolic":
+            continue
+        _judge(graph, m, ref, ref_exact, bad_deriv, scale, spread, rtol, atol, floor)
+
     report = GradReport(expression, list(graph.variables), point, values,
                         sym.text if sym.text else None, reference,
                         {k: results[k] for k in METHOD_ORDER if k in results}, "agree",
@@ -197,6 +185,66 @@ def compare_point(graph: Graph, point: dict, expression: str = "", methods=None,
                         reference_jacobian=None if ref is None else np.where(bad_deriv, np.nan, ref))
     _verdict(report, sym, bad_deriv)
     return report
+
+
+NUMERICAL = ("central", "richardson", "complex_step")
+#: An entry that one extra ulp of rounding per operation moves by more than this fraction cannot be
+#: computed in float64 at all (tan of 59**59, whose argument is only known to 1e88).
+ILL_CONDITIONED = 1e-3
+
+
+def _ill_conditioned(graph, ref, scale, spread, diags, bad_deriv) -> None:
+    """Mark the entries that float64 cannot resolve as undefined, rather than blame any method."""
+    if ref is None:
+        return
+    size = np.maximum(np.abs(ref), 1e-6 * scale)  # cancellation within 6 digits is ordinary
+    ill = np.isfinite(ref) & ~bad_deriv & (np.nan_to_num(spread) > ILL_CONDITIONED * size)
+    for i, k in zip(*np.nonzero(ill)):
+        out = f"f{i + 1}" if len(graph.outputs) > 1 else "f"
+        diags.append(Diagnostic("undefined", "float64", (
+            f"d{out}/d{graph.variables[k]} cannot be computed in float64 here: one more ulp of rounding per "
+            f"operation moves it by {spread[i, k]:.2g} against {abs(ref[i, k]):.3g} (ill-conditioned)")))
+    bad_deriv |= ill
+
+
+
+
+def _judge(graph, m: MethodResult, ref, ref_exact, bad_deriv, scale, spread, rtol, atol, floor) -> None:
+    """Errors, tolerance and status of one method against the reference.
+
+    ``floor`` is the size below which a numerical error estimate is noise, not a lack of digits."""
+    J = m.jacobian
+    m.abs_error, m.rel_error = _errors(J, ref_exact, ref)
+    r_def, a_def = TOLERANCES[m.name]
+    if rtol is None and atol is None:
+        tol = (r_def * np.maximum(np.abs(ref), scale) + max(a_def, SUBNORMAL)
+               + ROUNDING_SAFETY * np.nan_to_num(spread))
+        if m.error_estimate is not None:
+            tol = tol + ESTIMATE_SAFETY * np.nan_to_num(m.error_estimate, nan=np.inf, posinf=np.inf)
+        if m.name in NUMERICAL:
+            tol = tol + floor  # steps see f to about 1e-8 of its size: a derivative near 0 is only known that well
+    else:  # the user's own tolerance, exactly as given (numpy.isclose's convention)
+        tol = (r_def if rtol is None else rtol) * np.abs(ref) + (0.0 if atol is None else atol)
+    m.tolerance = tol
+    live = np.isfinite(ref) & ~bad_deriv
+    if m.name in NUMERICAL:
+        if not np.isfinite(J[live]).all():
+            m.status, m.message = "unavailable", "no finite estimate at this point (the steps overflow or " \
+                                                 "leave the domain)"
+            return
+        est = m.error_estimate
+        size = np.maximum(np.abs(J), np.abs(ref))
+        if est is not None and np.any((est > 0.5 * size) & (est > floor) & live):
+            m.status = "unavailable"
+            m.message = "its own error estimate is as large as the derivative: no digits to compare"
+            return
+    ok = ~live | (m.abs_error <= tol)
+    if m.name != "symbolic" and not ok.all():
+        m.status = "mismatch"
+        badness = np.where(ok, -1.0, np.nan_to_num(m.abs_error / np.where(tol > 0, tol, 1), nan=np.inf))
+        worst = np.unravel_index(np.argmax(badness), J.shape)
+        m.message = (f"d/d{graph.variables[worst[1]]}: error {m.abs_error[worst]:.3g} exceeds the tolerance "
+                     f"{tol[worst]:.3g}")
 
 
 def _fallback_reference(graph, point, results):

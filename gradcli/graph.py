@@ -150,12 +150,13 @@ def _float_text(value: float) -> str:
 
 # --- the plainest interpreter ------------------------------------------------------------------------
 
-def evaluate(graph: Graph, inputs: dict, xp=np, dtype=None, rng=None) -> list:
+def evaluate(graph: Graph, inputs: dict, xp=np, dtype=None, jiggle=None) -> list:
     """Values of the outputs for ``inputs`` (name -> number or array; arrays broadcast together).
 
-    Only evaluates: the numerical methods use this, never the partials. With ``rng`` (numpy only),
-    every operation's result gets one extra random rounding error of one ulp, so that comparing
-    with a plain evaluation shows how much rounding the result carries (Monte Carlo arithmetic).
+    Only evaluates: the numerical methods use this, never the partials. With ``jiggle`` (numpy only:
+    an array of +1/-1 that broadcasts with the inputs), every operation's result gets one extra
+    rounding error of one ulp in that direction, so that comparing with a plain evaluation shows how
+    much rounding the result carries.
     """
     ops = NumericOps(xp)
     vals: dict[int, object] = {}
@@ -167,8 +168,8 @@ def evaluate(graph: Graph, inputs: dict, xp=np, dtype=None, rng=None) -> list:
             vals[i] = xp.asarray(n.attr.value, dtype=dtype) if dtype is not None else np.float64(n.attr.value)
         else:
             v = ops.apply(n.op, *(vals[a] for a in n.args))
-            if rng is not None:
-                v = v * (1 + _EPS * rng.choice((-1.0, 1.0), size=np.shape(v)))
+            if jiggle is not None:
+                v = v * (1 + _EPS * jiggle)
             vals[i] = v
             for a in set(n.args):
                 if last[a] == i:

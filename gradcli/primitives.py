@@ -116,8 +116,8 @@ def _erfc(xp, x):
 
 
 def _sigmoid(xp, x):
-    if is_complex(xp, x):
-        return 1 / (1 + xp.exp(-x))
+    if is_complex(xp, x):  # the branch by the sign of the real part keeps exp from overflowing
+        return xp.where(x.real >= 0, 1 / (1 + xp.exp(-x)), xp.exp(x) / (1 + xp.exp(x)))
     # exp of a negative number only: no overflow for large |x|
     z = xp.exp(-xp.abs(x))
     return xp.where(x >= 0, 1 / (1 + z), z / (1 + z))
@@ -125,7 +125,7 @@ def _sigmoid(xp, x):
 
 def _softplus(xp, x):
     if is_complex(xp, x):
-        return xp.log1p(xp.exp(x))
+        return xp.where(x.real > 0, x + xp.log1p(xp.exp(-x)), xp.log1p(xp.exp(x)))
     return xp.logaddexp(0, x)
 
 
@@ -177,7 +177,8 @@ _prim("acos", 1, lambda xp, x: xp.arccos(x), lambda F, a, x: -1 / F.sqrt((1 - x)
 _prim("atan", 1, lambda xp, x: xp.arctan(x), lambda F, a, x: 1 / (1 + x * x), sympy.atan,
       sample=((-3.0, 3.0),))
 _prim("atan2", 2, lambda xp, y, x: xp.arctan2(y, x),
-      (lambda F, a, y, x: x / (x * x + y * y), lambda F, a, y, x: -y / (x * x + y * y)),
+      # x/(x*x + y*y) written through hypot: x*x underflows from |x| = 1e-154 on
+      (lambda F, a, y, x: x / F.hypot(x, y) / F.hypot(x, y), lambda F, a, y, x: -y / F.hypot(x, y) / F.hypot(x, y)),
       sympy.atan2, domain=lambda xp, y, x: (x != 0) | (y != 0), holomorphic=False,
       kink=lambda xp, y, x: (y == 0) & (x < 0),  # the branch cut: a jump from pi to -pi
       sample=((-2.0, 2.0), (0.5, 2.0)), doc="atan2(y, x), numpy's argument order",

@@ -100,9 +100,20 @@ def test_a_wrong_method_is_flagged(monkeypatch):
 
 
 def test_cancellation_does_not_fail_correct_ad():
-    # d/dx (x - sin(x)) = 1 - cos(x) ~ x**2/2: float64 cannot resolve it relative to itself
-    r = gradcli.grad("x - sin(x)", x=1e-6)
-    assert r.status == "agree", r.message
+    # d/dx (x - sin(x)) = 1 - cos(x) ~ x**2/2: float64 resolves it only relative to the terms (~1)
+    for x in (1e-5, 1e-8, 0.0):
+        r = gradcli.grad("x - sin(x)", x=x)
+        assert r.status == "agree", (x, r.message)
+
+
+@pytest.mark.parametrize("expr,point", [("tan(y**y)", {"y": 59.0}), ("x*sin(pi)", {"x": 2.0})])
+def test_what_float64_cannot_resolve_is_undefined_not_a_disagreement(expr, point):
+    # y**y is only known to an ulp (1e88) in float64, and tan of it to nothing; sin(pi) is 1.2e-16
+    # in float64 but 0 exactly
+    r = gradcli.grad(expr, **point)
+    assert r.status == "undefined" and r.exit_code == 3
+    assert "cannot be computed in float64" in r.message
+    assert all(v is None for v in r.to_dict()["methods"]["forward"]["gradient"].values())
 
 
 def test_sympy_unavailable_falls_back_to_consensus():

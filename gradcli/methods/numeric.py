@@ -52,11 +52,11 @@ def _quiet(fn):
     return wrapper
 
 
-def _eval_points(graph: Graph, X: np.ndarray, rng=None) -> np.ndarray:
+def _eval_points(graph: Graph, X: np.ndarray, jiggle=None) -> np.ndarray:
     """f at each row of X (m x nvars) -> array (n_outputs, m)."""
     inputs = {name: X[:, k] for k, name in enumerate(graph.variables)}
     with np.errstate(all="ignore"):
-        outs = evaluate(graph, inputs, rng=rng)
+        outs = evaluate(graph, inputs, jiggle=jiggle)
     return np.stack([np.broadcast_to(o, (X.shape[0],)) for o in outs])
 
 
@@ -101,9 +101,11 @@ def _central_candidates(graph: Graph, x: np.ndarray):
     X = np.vstack(rows)
     shape = lambda F: F.reshape(F.shape[0], K, len(offsets), n).transpose(1, 2, 0, 3)  # (K, 6, nout, n)
     Fv = shape(_eval_points(graph, X))
-    # the same stencil with every rounding one ulp worse at random: rounding in intermediate values
-    # (0.5**y near 1 inside log10) that no bound on f itself can see shows up as a change in D
-    Fj = shape(_eval_points(graph, X, rng=np.random.default_rng(0)))
+    # the same stencil with every rounding one ulp up at x+h and down at x-h: rounding in intermediate
+    # values (0.5**y near 1 inside log10, -2 + hypot(2, z)) that no bound on f itself can see shows
+    # up as a change in D; opposite directions on the two sides make sure it does not cancel
+    signs = np.repeat(np.tile(np.sign(offsets), K), n)
+    Fj = shape(_eval_points(graph, X, jiggle=signs))
     h = hs[:, None, :]
     D1 = (Fv[:, 0] - Fv[:, 1]) / (2 * h)
     jiggle = 4 * np.abs((Fj[:, 0] - Fj[:, 1]) / (2 * h) - D1)
@@ -223,9 +225,9 @@ def complex_step(graph: Graph, point: dict) -> NumericResult:
                              message=f"complex step cannot pass through {', '.join(blockers)} "
                                      "(not holomorphic)")
     x = _x_vector(graph, point)
-    # two steps: relative to |x| (right for log(x) at tiny x) and at least 1e-20 (keeps f'*h from
-    # underflowing); where they differ, the difference is the error estimate
-    h = COMPLEX_H * np.maximum(np.abs(x), 1e-100)
+    # two steps: relative to |x| (right for log(x) at tiny x), and absolute for |x| < 1 (keeps f'*h
+    # from underflowing); where they differ, the difference is the error estimate
+    h = np.where(x == 0, COMPLEX_H, np.maximum(COMPLEX_H * np.abs(x), 1e-300))
     h2 = COMPLEX_H * np.maximum(np.abs(x), 1.0)
     n = x.size
     X = np.vstack([np.tile(x.astype(np.complex128), (n, 1)) + 1j * np.diag(step) for step in (h, h2)])
