@@ -154,9 +154,9 @@ def evaluate(graph: Graph, inputs: dict, xp=np, dtype=None, jiggle=None) -> list
     """Values of the outputs for ``inputs`` (name -> number or array; arrays broadcast together).
 
     Only evaluates: the numerical methods use this, never the partials. With ``jiggle`` (numpy only:
-    an array of +1/-1 that broadcasts with the inputs), every operation's result gets one extra
-    rounding error of one ulp in that direction, so that comparing with a plain evaluation shows how
-    much rounding the result carries.
+    ``jiggle(i)`` gives +1/-1 values that broadcast with the inputs, for node i), every operation's
+    result gets one extra rounding error of one ulp in that direction, so that comparing with a plain
+    evaluation shows how much rounding the result carries.
     """
     ops = NumericOps(xp)
     vals: dict[int, object] = {}
@@ -169,7 +169,7 @@ def evaluate(graph: Graph, inputs: dict, xp=np, dtype=None, jiggle=None) -> list
         else:
             v = ops.apply(n.op, *(vals[a] for a in n.args))
             if jiggle is not None:
-                v = v * (1 + _EPS * jiggle)
+                v = v * (1 + _EPS * jiggle(i))
             vals[i] = v
             for a in set(n.args):
                 if last[a] == i:

@@ -101,14 +101,17 @@ def _central_candidates(graph: Graph, x: np.ndarray):
     X = np.vstack(rows)
     shape = lambda F: F.reshape(F.shape[0], K, len(offsets), n).transpose(1, 2, 0, 3)  # (K, 6, nout, n)
     Fv = shape(_eval_points(graph, X))
-    # the same stencil with every rounding one ulp up at x+h and down at x-h: rounding in intermediate
-    # values (0.5**y near 1 inside log10, -2 + hypot(2, z)) that no bound on f itself can see shows
-    # up as a change in D; opposite directions on the two sides make sure it does not cancel
-    signs = np.repeat(np.tile(np.sign(offsets), K), n)
-    Fj = shape(_eval_points(graph, X, jiggle=signs))
+    # the same stencil with every rounding one ulp off: rounding in intermediate values (0.5**y near 1
+    # inside log10, -2 + hypot(2, z)) that no bound on f itself can see shows up as a change in D.
+    # Directions are opposite at x+h and x-h, and alternate between nodes (two patterns), so that
+    # neither the difference of the two sides nor a difference of two nodes cancels them.
     h = hs[:, None, :]
     D1 = (Fv[:, 0] - Fv[:, 1]) / (2 * h)
-    jiggle = 4 * np.abs((Fj[:, 0] - Fj[:, 1]) / (2 * h) - D1)
+    side = np.repeat(np.tile(np.sign(offsets), K), n)
+    jiggle = np.zeros_like(D1)
+    for pattern in (lambda i: side * (-1.0) ** i, lambda i: side * (-1.0) ** (i // 2)):
+        Fj = shape(_eval_points(graph, X, jiggle=pattern))
+        jiggle = np.fmax(jiggle, 4 * np.abs((Fj[:, 0] - Fj[:, 1]) / (2 * h) - D1))
     D2 = (Fv[:, 2] - Fv[:, 3]) / (4 * h)
     D4 = (Fv[:, 4] - Fv[:, 5]) / (8 * h)
     # round-off: f's own rounding, plus the rounding of intermediate values as large as x (sin(100*x)
@@ -225,16 +228,18 @@ def complex_step(graph: Graph, point: dict) -> NumericResult:
                              message=f"complex step cannot pass through {', '.join(blockers)} "
                                      "(not holomorphic)")
     x = _x_vector(graph, point)
-    # two steps: relative to |x| (right for log(x) at tiny x), and absolute for |x| < 1 (keeps f'*h
-    # from underflowing); where they differ, the difference is the error estimate
+    # three steps: relative to |x| (right for log(x) at tiny x), absolute for |x| < 1 (keeps f'*h from
+    # underflowing), and 1e-10 times smaller (exposes structure finer than the step); any of them
+    # would do for a well-behaved f, so where they differ, the difference is the error estimate
     h = np.where(x == 0, COMPLEX_H, np.maximum(COMPLEX_H * np.abs(x), 1e-300))
-    h2 = COMPLEX_H * np.maximum(np.abs(x), 1.0)
+    steps = (h, COMPLEX_H * np.maximum(np.abs(x), 1.0), np.maximum(h * 1e-10, 1e-300))
     n = x.size
-    X = np.vstack([np.tile(x.astype(np.complex128), (n, 1)) + 1j * np.diag(step) for step in (h, h2)])
+    X = np.vstack([np.tile(x.astype(np.complex128), (n, 1)) + 1j * np.diag(step) for step in steps])
     Fv = _eval_points(graph, X)
-    J, J2 = np.imag(Fv[:, :n]) / h, np.imag(Fv[:, n:]) / h2
+    J, *others = [np.imag(Fv[:, k * n:(k + 1) * n]) / step for k, step in enumerate(steps)]
     eps = np.finfo(np.float64).eps
-    res = NumericResult(J, 4 * eps * np.abs(J) + np.abs(J - J2), h, detail={"step": h.tolist()})
+    spread = np.maximum.reduce([np.abs(J - Jk) for Jk in others])
+    res = NumericResult(J, 4 * eps * np.abs(J) + spread, h, detail={"step": h.tolist()})
     if not np.all(np.isfinite(J)):
         res.status = "unavailable"
         res.message = "complex-step evaluation is not finite"
