@@ -42,7 +42,9 @@ def prepare(expr: str, point: dict) -> tuple[Graph, dict, list]:
             raise BadInput(f"the value of {name} must be a real number, got {point[name]!r}") from None
         if not math.isfinite(clean[name]):
             raise BadInput(f"the value of {name} must be finite, got {clean[name]}")
-    warnings = [f"{v} is a variable; did you mean {suggest_call(v)}?" for v in suspicious_variables(graph)]
+    # only when it is the only variable: with others around, `cost` or `expected` is far more likely meant
+    lone = suspicious_variables(graph) if len(graph.variables) == 1 else []
+    warnings = [f"{v} is a variable; did you mean {suggest_call(v)}?" for v in lone]
     return graph, clean, warnings
 
 

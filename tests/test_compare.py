@@ -192,3 +192,16 @@ def test_random_expressions_forward_reverse_symbolic_agree(text, x, y, z):
     tol = 1e-10 * np.maximum(np.abs(ref), scale)
     assert np.all(np.abs(Jf - ref) <= tol), (text, point, Jf, ref)
     assert np.all(np.abs(Jr - ref) <= tol), (text, point, Jr, ref)
+
+
+def test_a_lone_variable_that_looks_like_a_call_is_warned_about():
+    assert gradcli.grad("sinx", sinx=1.0).warnings == ["sinx is a variable; did you mean sin(x)?"]
+    assert gradcli.grad("cost*x", cost=1.0, x=2.0).warnings == []
+
+
+def test_many_variables_stay_cheap():
+    # 300 variables: the numerical stencils go through in blocks, not as a 300 x 300 x rows array
+    expr = "+".join(f"x{k}*x{k + 1}" for k in range(299))
+    r = gradcli.grad(expr, point={f"x{k}": 0.5 + k / 1000 for k in range(300)}, timeout=2)
+    assert r.status == "agree"
+    assert r.gradient["x0"] == pytest.approx(0.501, rel=1e-14)

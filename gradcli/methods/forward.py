@@ -88,39 +88,35 @@ class DualOps(Ops):
 F = DualOps()
 
 
-def _jiggle(v, rng):
-    """v with its last bit changed at random: one extra rounding error, for :func:`rounding_spread`."""
-    return v * (1 + _EPS * rng.choice((-1.0, 1.0), size=np.shape(v))) if rng is not None else v
-
-
 _EPS = np.finfo(np.float64).eps
 
 
-def jacobian(graph: Graph, point: dict, rng: np.random.Generator | None = None) -> tuple[list, np.ndarray]:
+def jacobian(graph: Graph, point: dict, jiggle: np.ndarray | None = None) -> tuple[list, np.ndarray]:
     """Values and the Jacobian (rows = outputs, columns = ``graph.variables``) in one forward sweep.
 
     Each variable is seeded with a unit tangent vector, so tangents have one entry per variable.
-    With ``rng``, every computed value, tangent and inexact constant gets one random extra rounding
-    error, which is how :func:`rounding_spread` measures what float64 can resolve.
+    With ``jiggle`` (signs, shape (nodes, 2)), every computed value and tangent, and every inexact
+    constant, gets one extra rounding error of one ulp in that direction: see :func:`rounding_spread`.
     """
     n = len(graph.variables)
     eye = np.eye(n)
+    column = {v: k for k, v in enumerate(graph.variables)}
     ops = F
     vals: dict[int, object] = {}
     last = graph.last_use
     with np.errstate(all="ignore"):
         for i, node in enumerate(graph.nodes):
             if node.op == "var":
-                k = graph.variables.index(node.attr)
-                vals[i] = Dual(np.float64(point[node.attr]), eye[k])
+                vals[i] = Dual(np.float64(point[node.attr]), eye[column[node.attr]])
             elif node.op == "const":
                 c = np.float64(node.attr.value)
-                vals[i] = c if rng is None or node.attr.exact() == c else _jiggle(c, rng)
+                exact = jiggle is None or node.attr.exact() == c
+                vals[i] = c if exact else c * (1 + _EPS * jiggle[i, 0])
             else:
                 d = ops.apply(node.op, *(vals[a] for a in node.args))
-                if rng is not None:
-                    d = Dual(_jiggle(d.value, rng), _jiggle(d.tangent, rng)) if isinstance(d, Dual) \
-                        else _jiggle(d, rng)
+                if jiggle is not None:
+                    up, tu = 1 + _EPS * jiggle[i, 0], 1 + _EPS * jiggle[i, 1]
+                    d = Dual(d.value * up, d.tangent * tu) if isinstance(d, Dual) else d * up
                 vals[i] = d
                 for a in set(node.args):
                     if last[a] == i:
@@ -145,5 +141,6 @@ def rounding_spread(graph: Graph, point: dict, trials: int = 3, seed: int = 0) -
     spread = np.zeros_like(J0)
     with np.errstate(invalid="ignore"):
         for _ in range(trials):
-            spread = np.fmax(spread, np.abs(jacobian(graph, point, rng)[1] - J0))
+            signs = rng.choice((-1.0, 1.0), size=(len(graph.nodes), 2))
+            spread = np.fmax(spread, np.abs(jacobian(graph, point, signs)[1] - J0))
     return spread

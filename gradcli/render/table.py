@@ -57,8 +57,8 @@ def render_grad(report: GradReport) -> Group:
     parts = []
     head = Text()
     head.append("f", style="bold")
-    head.append(f"({', '.join(report.variables)}) = {report.expression}\n")
-    point = ", ".join(f"{k} = {fmt_exact(v)}" for k, v in report.point.items())
+    head.append(f"({_truncate(', '.join(report.variables))}) = {_truncate(report.expression)}\n")
+    point = _truncate(", ".join(f"{k} = {fmt_exact(v)}" for k, v in report.point.items()))
     head.append(f"at {point}\n" if point else "")
     values = ", ".join(fmt_exact(v) for v in report.values)
     head.append(f"value: {values}")
@@ -106,6 +106,8 @@ def render_grad(report: GradReport) -> Group:
             notes.append(f"{name}: ", style=STATUS_STYLE.get(m.status, ""))
             notes.append(f"{m.message}\n")
     for d in report.diagnostics:
+        if d.message == report.message:
+            continue  # the verdict line says it
         notes.append(f"{d.kind}: ", style="yellow")
         notes.append(f"{d.message}\n")
     if notes:
