@@ -205,3 +205,8 @@ def test_many_variables_stay_cheap():
     r = gradcli.grad(expr, point={f"x{k}": 0.5 + k / 1000 for k in range(300)}, timeout=2)
     assert r.status == "agree"
     assert r.gradient["x0"] == pytest.approx(0.501, rel=1e-14)
+
+
+def test_a_constant_expression_has_an_empty_gradient():
+    r = gradcli.grad("tanh(softplus(pi))")
+    assert r.status == "agree" and r.gradient == {} and r.value == pytest.approx(math.tanh(math.log1p(math.exp(math.pi))))

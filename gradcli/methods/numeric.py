@@ -63,6 +63,8 @@ def _stencil(graph: Graph, x: np.ndarray, deltas: np.ndarray, jiggle=None) -> np
     would otherwise need gigabytes). ``jiggle(i)`` gives per-row rounding signs (length m) for node i.
     """
     m, n = deltas.shape
+    if n == 0:  # a constant expression: nothing to perturb
+        return np.zeros((len(graph.outputs), m, 0))
     block = max(1, min(n, int(np.sqrt(BLOCK_ELEMENTS / m))))
     out = None
     for start in range(0, n, block):
