@@ -18,7 +18,7 @@ Every method reads this table and nothing else:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -41,6 +41,7 @@ class Primitive:
     doc: str = ""
     domain_text: str = ""
     smooth_text: str = ""
+    ufunc: tuple | None = None  # (numpy/CuPy ufunc name, extra constant arguments...), for out= buffers
 
 
 PRIMITIVES: dict[str, Primitive] = {}
@@ -251,6 +252,21 @@ _prim("sigmoid", 1, _sigmoid, lambda F, a, x: a * F.sigmoid(-x), lambda x: 1 / (
 _prim("softplus", 1, _softplus, lambda F, a, x: F.sigmoid(x), lambda x: sympy.log(1 + sympy.exp(x)),
       sample=((-4.0, 4.0),), doc="log(1 + exp(x))")
 
+
+# The elementwise ufunc behind each value, with constant trailing arguments, so that the compiled batch
+# path can write into preallocated buffers (``ufunc(*args, out=buf)``); numpy and CuPy share the names.
+# The others (sigmoid, softplus, erf, erfc) are evaluated through ``value`` and copied.
+_UFUNCS = {
+    "add": ("add",), "sub": ("subtract",), "mul": ("multiply",), "div": ("divide",), "neg": ("negative",),
+    "pow": ("power",), "sin": ("sin",), "cos": ("cos",), "tan": ("tan",), "asin": ("arcsin",),
+    "acos": ("arccos",), "atan": ("arctan",), "atan2": ("arctan2",), "sinh": ("sinh",), "cosh": ("cosh",),
+    "tanh": ("tanh",), "asinh": ("arcsinh",), "acosh": ("arccosh",), "atanh": ("arctanh",), "exp": ("exp",),
+    "expm1": ("expm1",), "log": ("log",), "log2": ("log2",), "log10": ("log10",), "log1p": ("log1p",),
+    "sqrt": ("sqrt",), "cbrt": ("cbrt",), "abs": ("absolute",), "sign": ("sign",), "relu": ("maximum", 0.0),
+    "min": ("minimum",), "max": ("maximum",), "hypot": ("hypot",), "step": ("heaviside", 0.0),
+}
+for _name, _ufunc in _UFUNCS.items():
+    PRIMITIVES[_name] = replace(PRIMITIVES[_name], ufunc=_ufunc)
 
 #: Names the parser accepts as functions, besides the primitives: (target, arity rule).
 ALIASES = {"ln": "log"}
