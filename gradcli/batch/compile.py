@@ -35,7 +35,7 @@ class Handle:
     def __rtruediv__(self, o): return _binary("div", o, self)
     def __pow__(self, o): return _binary("pow", self, o)
     def __rpow__(self, o): return _binary("pow", o, self)
-    def __neg__(self): return GraphOps(self.b).apply("neg", self)
+    def __neg__(self): return GraphOps(self.b).build("neg", self)
 
 
 def _is(v, c) -> bool:
@@ -76,7 +76,7 @@ def _binary(op, x, y):
         if _is(y, 0):
             return 1.0
     b = x.b if isinstance(x, Handle) else y.b
-    return GraphOps(b).apply(op, x, y)
+    return GraphOps(b).build(op, x, y)
 
 
 class GraphOps(Ops):
@@ -89,10 +89,18 @@ class GraphOps(Ops):
         return v.i if isinstance(v, Handle) else self.b.const(float(v))
 
     def apply(self, name, *args):
+        if name in _ARITHMETIC and any(isinstance(a, Handle) for a in args):
+            return _binary(name, *args)
+        return self.build(name, *args)
+
+    def build(self, name, *args):
         if not any(isinstance(a, Handle) for a in args):
             with np.errstate(all="ignore"):
                 return float(PRIMITIVES[name].value(np, *(np.float64(a) for a in args)))
         return Handle(self.b, self.b.apply(name, *(self.node(a) for a in args)))
+
+
+_ARITHMETIC = ("add", "sub", "mul", "div", "pow")
 
 
 def prune(nodes, outputs) -> tuple[list, list]:
@@ -126,7 +134,7 @@ def gradient_graph(graph: Graph, absolute: bool = False) -> Graph:
         if n.op == "var":
             h.append(Handle(b, b.var(n.attr)))
         elif n.op == "const":
-            h.append(Handle(b, b.const(n.attr.value, n.attr.text)))
+            h.append(float(n.attr.value))  # plain numbers: folded and simplified wherever they meet
         else:
             h.append(F.apply(n.op, *(h[a] for a in n.args)))
     for v in graph.variables:  # keep the variable order, also for variables the outputs ignore
