@@ -75,6 +75,9 @@ def _binary(op, x, y):
             return _binary("mul", x, x)
         if _is(y, 0):
             return 1.0
+    if not isinstance(x, Handle) and not isinstance(y, Handle):  # two numbers: fold
+        with np.errstate(all="ignore"):
+            return float(PRIMITIVES[op].value(np, np.float64(x), np.float64(y)))
     b = x.b if isinstance(x, Handle) else y.b
     return GraphOps(b).build(op, x, y)
 
