@@ -59,20 +59,44 @@ def symbols_of(graph: Graph) -> dict:
     return {name: sympy.Symbol(name, real=True) for name in graph.variables}
 
 
+class _Terms(list):
+    """The summands of an add/sub chain not yet handed to sympy: sympy.Add(a, b) flattens ``a`` every
+    time, so building a 20,000-term sum pairwise is quadratic; one Add(*terms) at the end is not."""
+
+
 def to_sympy(graph: Graph, symbols: dict | None = None) -> list:
     """The outputs of ``graph`` as sympy expressions (a loop over the nodes, no recursion)."""
     symbols = symbols or symbols_of(graph)
+    users = [0] * len(graph.nodes)
+    for n in graph.nodes:
+        for a in n.args:
+            users[a] += 1
+    for o in graph.outputs:
+        users[o] += 1
     exprs: list = []
-    for node in graph.nodes:
+
+    def value(i):
+        e = exprs[i]
+        if isinstance(e, _Terms):
+            exprs[i] = e = sympy.Add(*e)
+        return e
+
+    for i, node in enumerate(graph.nodes):
         if node.op == "var":
             exprs.append(symbols[node.attr])
         elif node.op == "const":
             exact = node.attr.exact()
             exprs.append(sympy_constant(exact) if isinstance(exact, str)
                          else sympy.Rational(exact.numerator, exact.denominator))
+        elif node.op in ("add", "sub"):
+            a, b = node.args
+            # extend the left chain in place when this node is its only user
+            terms = exprs[a] if isinstance(exprs[a], _Terms) and users[a] == 1 else _Terms([value(a)])
+            terms.append(value(b) if node.op == "add" else -value(b))
+            exprs.append(terms)
         else:
-            exprs.append(PRIMITIVES[node.op].sympy(*(exprs[a] for a in node.args)))
-    return [exprs[o] for o in graph.outputs]
+            exprs.append(PRIMITIVES[node.op].sympy(*(value(a) for a in node.args)))
+    return [value(o) for o in graph.outputs]
 
 
 def _tidy(d):
