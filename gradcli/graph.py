@@ -143,6 +143,8 @@ class GraphBuilder:
 
 def _float_text(value: float) -> str:
     value = float(value)
+    if not np.isfinite(value):  # folded constants in compiled programs: log(0) is -inf
+        return repr(value)
     if value == int(value) and abs(value) < 2**53:
         return str(int(value))
     return repr(value)

@@ -42,6 +42,7 @@ class Primitive:
     domain_text: str = ""
     smooth_text: str = ""
     ufunc: tuple | None = None  # (numpy/CuPy ufunc name, extra constant arguments...), for out= buffers
+    cuda: str | None = None  # CUDA C expression template over "{0}", "{1}" (see _CUDA)
 
 
 PRIMITIVES: dict[str, Primitive] = {}
@@ -267,6 +268,35 @@ _UFUNCS = {
 }
 for _name, _ufunc in _UFUNCS.items():
     PRIMITIVES[_name] = replace(PRIMITIVES[_name], ufunc=_ufunc)
+
+# The CUDA C expression behind each value, for the fused GPU kernel (gradcli/batch/cuda.py). "{k}" is
+# argument k: always an atom there (a local, an input or a cast constant), so the templates parenthesise
+# only themselves. They hold for float and double alike: the math functions are CUDA's overloads, and
+# every literal is a cast to the kernel's element type T, so a float kernel never computes in double.
+# Each mirrors the numpy ``value`` above, down to NaN and infinities: C's fmax/fmin drop a NaN where
+# numpy.maximum/minimum keep it, and copysign(1, nan) is +-1 where numpy.sign(nan) is nan, so those are
+# ternaries written as numpy's own loops are; sigmoid and softplus are _sigmoid and _softplus
+# (logaddexp) operation for operation.
+_CUDA = {
+    "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})", "neg": "(-{0})",
+    "pow": "pow({0}, {1})", "sin": "sin({0})", "cos": "cos({0})", "tan": "tan({0})", "asin": "asin({0})",
+    "acos": "acos({0})", "atan": "atan({0})", "atan2": "atan2({0}, {1})", "sinh": "sinh({0})",
+    "cosh": "cosh({0})", "tanh": "tanh({0})", "asinh": "asinh({0})", "acosh": "acosh({0})",
+    "atanh": "atanh({0})", "exp": "exp({0})", "expm1": "expm1({0})", "log": "log({0})", "log2": "log2({0})",
+    "log10": "log10({0})", "log1p": "log1p({0})", "sqrt": "sqrt({0})", "cbrt": "cbrt({0})",
+    "abs": "fabs({0})",
+    "sign": "({0} > T(0) ? T(1) : ({0} < T(0) ? T(-1) : ({0} == T(0) ? T(0) : {0})))",
+    "relu": "(({0} > T(0) || isnan({0})) ? {0} : T(0))",
+    "min": "(({0} < {1} || isnan({0})) ? {0} : {1})",
+    "max": "(({0} > {1} || isnan({0})) ? {0} : {1})",
+    "hypot": "hypot({0}, {1})",
+    "step": "({0} > T(0) ? T(1) : T(0))",
+    "erf": "erf({0})", "erfc": "erfc({0})",
+    "sigmoid": "({0} >= T(0) ? T(1) / (T(1) + exp(-fabs({0}))) : exp(-fabs({0})) / (T(1) + exp(-fabs({0}))))",
+    "softplus": "(({0} > T(0) ? {0} : T(0)) + log1p(exp(-fabs({0}))))",
+}
+for _name, _template in _CUDA.items():
+    PRIMITIVES[_name] = replace(PRIMITIVES[_name], cuda=_template)
 
 #: Names the parser accepts as functions, besides the primitives: (target, arity rule).
 ALIASES = {"ln": "log"}
