@@ -7,5 +7,7 @@ __version__ = "0.1.0"
 
 from .api import grad  # noqa: E402
 from .errors import BadInput  # noqa: E402
+from .batch.compiled import compile  # noqa: E402,A004
+from .batch.api import grad_batch  # noqa: E402
 
-__all__ = ["grad", "BadInput", "__version__"]
+__all__ = ["grad", "compile", "grad_batch", "BadInput", "__version__"]

@@ -1,0 +1,378 @@
+"""Batch comparison: every method over many points, chunk by chunk, with streaming statistics.
+
+Per chunk: the compiled value-and-gradient program (``reverse``, also what ``--out`` writes), the
+compiled |Jacobian| program (the ``scale`` of the tolerances), forward mode on dual arrays (plus two
+rounding-jiggled runs for the spread), sympy's derivatives compiled back into a graph (the reference),
+central differences, Richardson and complex step, and the elementwise diagnosis of undefined points
+and kinks. Nothing is kept per point across chunks except the relative errors for an exact median
+(only while points x methods fits :data:`EXACT_MEDIAN_LIMIT`; beyond it a fixed log10 histogram).
+
+Tolerance per entry (as at one point, :mod:`gradcli.compare`), with the reference evaluated in the
+batch dtype rather than to 35 digits:
+``|got - ref| <= rtol * max(|ref|, scale) + atol + 10 * spread [+ 10 * estimate + floor]``.
+In float32 the default rtols keep the same share of the digits: rtol32 = eps32 ** (log rtol64 / log eps64).
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from ..compare import ESTIMATE_SAFETY, ILL_CONDITIONED, ROUNDING_SAFETY, TOLERANCES, parse_methods
+from ..graph import Graph
+from ..methods import numeric, symbolic
+from ..report import METHOD_ORDER
+from . import methods as bm
+from .backend import execute
+from .compile import compile_graph
+from .report import BatchMethod, BatchReport
+from .sym_graph import Unsupported, to_graph
+
+DEFAULT_CHUNK = 65536
+WORST = 5
+#: Exact medians keep every relative error: up to this many (points x methods), 80 MB of float64.
+EXACT_MEDIAN_LIMIT = 10_000_000
+#: The histogram behind approximate medians: log10(rel error) from -30 to 10 in bins of 1/40 decade
+#: (a median good to about 3%), plus a bin for exact zeros (and anything below 1e-30).
+HIST_LO, HIST_HI, HIST_PER_DECADE = -30.0, 10.0, 40
+NUMERICAL = ("central", "richardson", "complex_step")
+
+
+def default_tolerance(name: str, dtype) -> tuple[float, float]:
+    """The method's (rtol, atol) for ``dtype``: in float32, the same fraction of the digits."""
+    rtol, atol = TOLERANCES[name]
+    if np.dtype(dtype) == np.float64 or rtol == 0:
+        return rtol, atol
+    e64, e = np.finfo(np.float64).eps, np.finfo(dtype).eps
+    return float(e ** (math.log(rtol) / math.log(e64))), atol
+
+
+def _host(a):
+    return a.get() if hasattr(a, "get") else np.asarray(a)
+
+
+def _namespace(device: str):
+    if device == "cuda":
+        import cupy
+
+        return cupy
+    return np
+
+
+class _Stats:
+    """Streaming statistics of one method."""
+
+    def __init__(self, name: str, exact: bool, k: int):
+        self.m = BatchMethod(name, "ok")
+        self.exact, self.k = exact, k
+        self.rels: list = []
+        self.hist = None if exact else np.zeros(int((HIST_HI - HIST_LO) * HIST_PER_DECADE) + 2, dtype=np.int64)
+        self.max_rel = -math.inf
+        self.worst: list = []  # (badness, index, record)
+
+    def add(self, status, rel, bad, records):
+        """``status`` per point (0 agree, 1 mismatch, 2 undefined, 3 unavailable); ``rel``/``bad`` for the
+        compared points (host arrays); ``records`` the chunk's worst candidates."""
+        m = self.m
+        counts = np.bincount(status, minlength=4)
+        m.agreed += int(counts[0])
+        m.mismatched += int(counts[1])
+        m.undefined += int(counts[2])
+        m.unavailable += int(counts[3])
+        if rel.size:
+            r = np.where(np.isnan(rel), np.inf, rel)
+            self.max_rel = max(self.max_rel, float(r.max()))
+            if self.exact:
+                self.rels.append(r)
+            else:
+                with np.errstate(divide="ignore"):
+                    lg = np.log10(r)
+                idx = np.floor((lg - HIST_LO) * HIST_PER_DECADE).astype(np.int64) + 1
+                idx = np.clip(np.where(r < 10 ** HIST_LO, 0, idx), 0, self.hist.size - 1)
+                self.hist += np.bincount(idx, minlength=self.hist.size)
+        self.worst = sorted(self.worst + records, key=lambda t: (-t[0], t[1]))[:self.k]
+
+    def finish(self) -> BatchMethod:
+        m = self.m
+        if m.compared:
+            m.max_rel_error = self.max_rel
+            if self.exact:
+                m.median_rel_error = float(np.median(np.concatenate(self.rels)))
+            else:
+                m.median_rel_error = _hist_median(self.hist)
+        m.worst = [rec for _, _, rec in self.worst]
+        if m.status == "ok":
+            if m.mismatched:
+                m.status = "mismatch"
+            elif not m.compared and m.undefined and not m.unavailable:
+                m.status = "undefined"
+            elif not m.compared and m.unavailable:
+                m.status, m.message = "unavailable", m.message or "no finite estimate at any defined point"
+        return m
+
+
+def _hist_median(hist) -> float:
+    total = int(hist.sum())
+    b = int(np.searchsorted(np.cumsum(hist), (total + 1) // 2))
+    if b == 0:
+        return 0.0
+    if b == hist.size - 1:
+        return math.inf
+    return 10 ** (HIST_LO + (b - 1 + 0.5) / HIST_PER_DECADE)
+
+
+def _entry_name(graph: Graph, j: int, k: int) -> str:
+    out = f"f{j + 1}" if len(graph.outputs) > 1 else "f"
+    return f"d{out}/d{graph.variables[k]}"
+
+
+def _judge(xp, name, J, est, ref, undefined, scale, spread, floor, dtype, rtol, atol):
+    """Per entry: mismatch and unavailable masks, abs error, tolerance -> per-point summaries."""
+    abs_err = xp.abs(J - ref)
+    r_def, a_def = default_tolerance(name, dtype)
+    if rtol is None and atol is None:
+        tol = (r_def * xp.maximum(xp.abs(ref), scale) + max(a_def, 16 * float(np.finfo(dtype).tiny))
+               + ROUNDING_SAFETY * xp.nan_to_num(spread))
+        if est is not None:
+            tol = tol + ESTIMATE_SAFETY * xp.where(xp.isnan(est), xp.inf, est)
+        if name in NUMERICAL:
+            tol = tol + floor
+    else:
+        tol = (r_def if rtol is None else rtol) * xp.abs(ref) + (0.0 if atol is None else atol)
+    live = ~undefined
+    unavailable = xp.zeros_like(live)
+    if name in NUMERICAL:
+        size = xp.maximum(xp.abs(J), xp.abs(ref))
+        unavailable = live & (~xp.isfinite(J) | ((est > 0.5 * size) & (est > floor)))
+    judged = live & ~unavailable
+    mismatch = judged & ~(abs_err <= tol)
+    # as at one point: relative to |ref|, the absolute error where the reference is 0
+    den = xp.abs(ref)
+    rel = xp.where(den > 0, abs_err / xp.where(den > 0, den, 1), abs_err)
+    with np.errstate(all="ignore"):
+        badness = xp.where(tol > 0, abs_err / xp.where(tol > 0, tol, 1), xp.where(abs_err > 0, xp.inf, 0))
+    badness = xp.where(judged, xp.where(xp.isnan(badness), xp.inf, badness), -1.0)
+    rel = xp.where(judged, xp.where(xp.isnan(rel), xp.inf, rel), -1.0)
+    m, nv, N = J.shape
+    any_ = lambda a: a.reshape(m * nv, N).any(axis=0) if m * nv else xp.zeros(N, dtype=bool)
+    status = xp.zeros(N, dtype=np.int8)
+    status = xp.where(any_(unavailable), 3, status)
+    status = xp.where(any_(undefined), 2, status)
+    status = xp.where(any_(mismatch), 1, status).astype(np.int8)
+    flat_bad = badness.reshape(m * nv, N)
+    worst_entry = flat_bad.argmax(axis=0) if m * nv else xp.zeros(N, dtype=np.int64)
+    point_bad = flat_bad.max(axis=0) if m * nv else xp.zeros(N)
+    point_rel = rel.reshape(m * nv, N).max(axis=0) if m * nv else xp.zeros(N)
+    return status, point_rel, point_bad, worst_entry, abs_err, tol
+
+
+def run_batch(graph: Graph, source, *, expression: str = "", methods=None, rtol=None, atol=None,
+              timeout: float | None = symbolic.DEFAULT_TIMEOUT, device: str = "cpu", dtype=np.float64,
+              chunk: int = DEFAULT_CHUNK, out=None, progress=None, worst: int = WORST, warnings=(),
+              source_info: dict | None = None) -> BatchReport:
+    """Every selected method over the points of ``source`` (``.n`` points, ``.chunk(a, b)`` -> dict of
+    arrays) -> :class:`BatchReport`. ``out`` (an :class:`~gradcli.batch.points.OutWriter`) receives the
+    compiled program's values and gradients; ``progress(done, total)`` is called after each chunk."""
+    dtype = np.dtype(dtype).type
+    xp = _namespace(device)
+    selected = parse_methods(methods)
+    N, m, nv = int(source.n), len(graph.outputs), len(graph.variables)
+    chunk = max(1, int(chunk))
+    t_start = time.perf_counter()
+    notes: list = []
+
+    # sympy once, then its derivatives as a graph evaluated per chunk
+    t0 = time.perf_counter()
+    sym = symbolic.derivatives(graph, timeout)
+    sym_graph, sym_msg = None, sym.message
+    if sym.status == "ok":
+        try:
+            with symbolic.time_limit(timeout):
+                flat = [d for row in sym.derivatives for d in row]
+                sym_graph = to_graph(flat, graph.variables, symbolic.symbols_of(graph))
+        except Unsupported as exc:
+            sym_msg = f"sympy's derivative uses {exc}, which batch mode cannot evaluate"
+        except symbolic.SymbolicTimeout:
+            sym_msg = f"sympy's derivative could not be compiled within {timeout:g} s"
+    sym_seconds = time.perf_counter() - t0
+    reference = "symbolic" if sym_graph is not None else "consensus"
+    if sym_graph is None:
+        notes.append(f"symbolic unavailable ({sym_msg}): the reference is forward/reverse consensus, "
+                     "Richardson where they differ")
+
+    program = compile_graph(graph)
+    program_abs = compile_graph(graph, absolute=True)
+    blockers = numeric.holomorphic_blockers(graph)
+    judged = [n for n in selected if n != "symbolic" and not (n == "complex_step" and blockers)]
+    exact = N * max(len(judged), 1) <= EXACT_MEDIAN_LIMIT
+    stats = {n: _Stats(n, exact, worst) for n in judged}
+    seconds = {n: 0.0 for n in METHOD_ORDER}
+    seconds["symbolic"] = sym_seconds
+    undefined_points, fallback_points = 0, 0
+    reasons: dict = {}
+
+    for start in range(0, N, chunk):
+        stop = min(N, start + chunk)
+        n = stop - start
+        host_pts = source.chunk(start, stop)
+        inputs = {v: xp.asarray(host_pts[v], dtype=dtype) for v in graph.variables}
+        with np.errstate(all="ignore"):
+            bad_value, bad_deriv, why = bm.diagnose(graph, inputs, xp, dtype, n=n)
+            for key, (count, first) in why.items():
+                c, example = reasons.get(key, (0, None))
+                if example is None:
+                    example = {v: float(dtype(host_pts[v][first])) for v in graph.variables}
+                reasons[key] = (c + count, example)
+
+            t0 = time.perf_counter()
+            R = _rows(xp, execute(program, inputs, device=device, dtype=dtype, chunk=n), n)
+            values, Jr = R[:m], R[m:].reshape(m, nv, n)
+            seconds["reverse"] += time.perf_counter() - t0
+            S = _rows(xp, execute(program_abs, inputs, device=device, dtype=dtype, chunk=n), n)
+            scale = S[m:].reshape(m, nv, n)
+
+            t0 = time.perf_counter()
+            _, Jf = bm.forward(graph, inputs, xp, dtype, n=n)
+            seconds["forward"] += time.perf_counter() - t0
+            spread = bm.rounding_spread(graph, inputs, Jf, xp, dtype, n=n)
+
+            results = {"forward": (Jf, None), "reverse": (Jr, None)}
+            cen = None
+            if "central" in selected or "richardson" in selected or sym_graph is None:
+                t0 = time.perf_counter()
+                cen = bm.central(graph, inputs, xp, dtype, n=n)
+                seconds["central"] += time.perf_counter() - t0
+                results["central"] = cen[:2]
+            if "richardson" in selected or sym_graph is None:
+                t0 = time.perf_counter()
+                results["richardson"] = bm.richardson(graph, inputs, xp, dtype, cen, n=n)
+                seconds["richardson"] += time.perf_counter() - t0
+            if "complex_step" in judged:
+                t0 = time.perf_counter()
+                results["complex_step"] = bm.complex_step(graph, inputs, xp, dtype, n=n)
+                seconds["complex_step"] += time.perf_counter() - t0
+
+            # the reference: sympy's formula where it is finite, forward/reverse consensus elsewhere
+            agree_fr = xp.abs(Jf - Jr) <= 1e-2 * default_tolerance("forward", dtype)[0] * \
+                xp.maximum(xp.maximum(xp.abs(Jf), xp.abs(Jr)), scale)
+            consensus = xp.where(agree_fr, (Jf + Jr) / 2, xp.nan)
+            if sym_graph is not None:
+                t0 = time.perf_counter()
+                ref = bm.outputs(sym_graph, inputs, xp, dtype, n).reshape(m, nv, n)
+                seconds["symbolic"] += time.perf_counter() - t0
+                fill = ~xp.isfinite(ref) & ~bad_deriv & xp.isfinite(consensus)
+                fallback_points += int(fill.reshape(m * nv, n).any(axis=0).sum()) if m * nv else 0
+                ref = xp.where(fill, consensus, ref)
+            else:
+                ref = xp.where(xp.isfinite(consensus), consensus, results["richardson"][0])
+            size = xp.maximum(xp.abs(ref), 1e-6 * scale)
+            ill = xp.isfinite(ref) & (xp.nan_to_num(spread) > ILL_CONDITIONED * size)
+            undefined = bad_deriv | ~xp.isfinite(ref) | ill
+            if m * nv:
+                undefined_points += int(undefined.reshape(m * nv, n).any(axis=0).sum())
+            xs = xp.stack([xp.maximum(xp.abs(inputs[v]), 1) for v in graph.variables]) if nv \
+                else xp.ones((0, n), dtype=dtype)
+            floor = float(np.sqrt(np.finfo(dtype).eps)) * (1 + xp.abs(xp.nan_to_num(values)))[:, None, :] / xs[None]
+
+            for name in judged:
+                J, est = results[name]
+                status, prel, pbad, went, abs_err, tol = _judge(
+                    xp, name, J, est, ref, undefined, scale, spread, floor, dtype, rtol, atol)
+                status_h, prel_h, pbad_h = _host(status), _host(prel), _host(pbad)
+                compared = status_h <= 1
+                top = _top(pbad_h, compared, worst) if nv else np.zeros(0, dtype=np.int64)
+                went_h = _host(went[top]) if top.size else np.zeros(0, dtype=np.int64)
+                records = []
+                for idx, e in zip(top.tolist(), went_h.tolist()):
+                    j, k = divmod(int(e), nv) if nv else (0, 0)
+                    rec = {"method": name, "index": start + idx,
+                           "point": {v: float(dtype(host_pts[v][idx])) for v in graph.variables},
+                           "entry": _entry_name(graph, j, k) if nv else "",
+                           "got": float(_host(J[j, k, idx])), "ref": float(_host(ref[j, k, idx])),
+                           "abs_error": float(_host(abs_err[j, k, idx])), "rel_error": float(prel_h[idx]),
+                           "tolerance": float(_host(tol[j, k, idx])),
+                           "status": "mismatch" if status_h[idx] == 1 else "ok"}
+                    records.append((float(pbad_h[idx]), start + idx, rec))
+                stats[name].add(status_h, prel_h[compared], pbad_h[compared], records)
+
+            if out is not None:
+                vals_out = xp.where(bad_value, xp.nan, values)
+                jac_out = xp.where(undefined, xp.nan, Jr)
+                out.write(host_pts, _host(vals_out), _host(jac_out))
+        if progress is not None:
+            progress(stop, N)
+
+    # an empty expression-free batch still has its zero entries: nothing to do above
+    total_seconds = time.perf_counter() - t_start
+    report_methods: dict = {}
+    for name in selected:
+        if name == "symbolic":
+            sm = BatchMethod("symbolic", "ok" if sym_graph is not None else "unavailable",
+                             "" if sym_graph is not None else sym_msg, seconds=seconds["symbolic"], reference=True)
+            sm.undefined = undefined_points
+            report_methods[name] = sm
+        elif name in stats:
+            bmeth = stats[name].finish()
+            bmeth.seconds = seconds[name]
+            report_methods[name] = bmeth
+        else:
+            report_methods[name] = BatchMethod(name, "unavailable",
+                                               f"complex step cannot pass through {', '.join(blockers)} "
+                                               "(not holomorphic)")
+    all_worst = sorted((w for s in stats.values() for w in s.worst), key=lambda t: (-t[0], t[1]))[:worst]
+    diagnostics = [{"kind": kind, "op": op, "message": text, "count": count, "example": example}
+                   for (kind, op, text), (count, example) in sorted(reasons.items(), key=lambda kv: -kv[1][0])]
+    if fallback_points:
+        notes.append(f"at {fallback_points} point(s) sympy's formula was not finite where the gradient is "
+                     "defined: forward/reverse consensus was the reference there")
+
+    report = BatchReport(expression, list(graph.variables), N, device, np.dtype(dtype).name, chunk, reference,
+                         report_methods, "agree", undefined=undefined_points, diagnostics=diagnostics,
+                         worst=[rec for _, _, rec in all_worst], seconds=total_seconds,
+                         median="exact" if exact else "histogram", source=dict(source_info or {}),
+                         symbolic=sym.text if sym.status == "ok" else None, notes=notes,
+                         warnings=list(warnings), out=getattr(out, "path", None),
+                         reference_fallback=fallback_points)
+    _verdict(report)
+    return report
+
+
+def _rows(xp, R, n: int):
+    """execute's result as (rows, n): a program without variables returns one number per row."""
+    R = xp.asarray(R)
+    if R.ndim == 1:
+        R = R[:, None]
+    return xp.broadcast_to(R, (R.shape[0], n))
+
+
+def _top(badness, mask, k: int) -> np.ndarray:
+    """Indices of the k largest badness values among ``mask``, largest first (ties: lowest index)."""
+    idx = np.flatnonzero(mask)
+    if idx.size > k:
+        part = np.argpartition(-badness[idx], k - 1)[:k]
+        kth = badness[idx][part].min()
+        idx = idx[badness[idx] >= kth]  # keep ties so the choice does not depend on the chunking
+    order = np.lexsort((idx, -badness[idx]))
+    return idx[order][:k]
+
+
+def _verdict(report: BatchReport) -> None:
+    judged = [m for m in report.methods.values() if not m.reference]
+    bad = [m.name for m in judged if m.mismatched]
+    compared = sum(m.compared for m in judged)
+    undefined = f"; {report.undefined} of {report.points} points undefined or not differentiable" \
+        if report.undefined else ""
+    if bad:
+        report.status = "disagree"
+        total = max(m.mismatched for m in judged)
+        report.message = (f"{', '.join(bad)} disagree{'s' if len(bad) == 1 else ''} with the {report.reference} "
+                          f"reference at up to {total} of {report.points} points{undefined}")
+    elif compared == 0 and report.points > 0 and report.undefined:
+        report.status = "undefined"
+        report.message = f"the gradient is undefined or not differentiable at every point{undefined}"
+    else:
+        report.status = "agree"
+        ok = [m.name for m in judged if m.status == "ok"]
+        report.message = (f"{len(ok)} method{'s' if len(ok) != 1 else ''} agree with the {report.reference} "
+                          f"reference at every point where the gradient is defined{undefined}")

@@ -1,0 +1,325 @@
+"""The methods of gradcli, vectorised over a chunk of points on an array namespace ``xp``.
+
+Every function takes ``inputs`` (name -> 1-D array of the chunk, in the batch dtype) and returns arrays
+shaped ``(outputs, variables, points)`` for Jacobians and ``(outputs, points)`` for values, so memory
+is a small multiple of the chunk: never of the whole batch.
+
+The numerical methods only evaluate the graph (as in :mod:`gradcli.methods.numeric`), with every
+perturbed copy of a variable stacked on a leading axis so one evaluation serves a whole stencil.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..graph import Graph, evaluate
+from ..methods.forward import Dual, DualOps
+from ..methods.numeric import RIDDERS_CON, RIDDERS_H0, RIDDERS_SAFE, RIDDERS_CREDIBLE, ESTIMATE_GAP
+from ..primitives import PRIMITIVES, NumericOps
+
+#: Ridders' tableau in batch: fewer rows than at one point (8 instead of 14): steps from h0 to h0/128.
+BATCH_RIDDERS_ROWS = 8
+
+
+def eps_of(dtype) -> float:
+    return float(np.finfo(dtype).eps)
+
+
+def _n_points(inputs: dict, n: int | None) -> int:
+    return n if n is not None else (len(next(iter(inputs.values()))) if inputs else 1)
+
+
+def outputs(graph: Graph, inputs: dict, xp, dtype, n: int | None = None) -> object:
+    """The outputs of ``graph`` at the chunk -> array (len(graph.outputs), points)."""
+    N = _n_points(inputs, n)
+    outs = evaluate(graph, inputs, xp=xp, dtype=dtype)
+    out = xp.empty((len(outs), N), dtype=dtype)
+    for j, o in enumerate(outs):
+        out[j] = xp.broadcast_to(xp.asarray(o, dtype=dtype), (N,))
+    return out
+
+
+# --- forward mode on dual arrays ---------------------------------------------------------------------
+
+def forward(graph: Graph, inputs: dict, xp, dtype, jiggle=None, n: int | None = None):
+    """Values (m, N) and Jacobian (m, nvars, N) by dual numbers whose tangents are arrays (nvars, N).
+
+    Each variable is seeded with a column of the identity, shape (nvars, 1), that broadcasts against
+    the points. ``jiggle`` (signs, shape (nodes, 2)) adds one ulp of rounding per operation, as in
+    :func:`gradcli.methods.forward.jacobian`, to measure the rounding spread.
+    """
+    N = _n_points(inputs, n)
+    nv = len(graph.variables)
+    eps = eps_of(dtype)
+    eye = xp.eye(nv, dtype=dtype)
+    column = {v: k for k, v in enumerate(graph.variables)}
+    ops = DualOps(xp)
+    vals: dict = {}
+    last = graph.last_use
+    for i, node in enumerate(graph.nodes):
+        if node.op == "var":
+            k = column[node.attr]
+            vals[i] = Dual(inputs[node.attr], eye[:, k:k + 1])
+        elif node.op == "const":
+            c = dtype(node.attr.value)
+            if jiggle is not None and node.attr.exact() != node.attr.value:
+                c = dtype(c * (1 + eps * jiggle[i, 0]))
+            vals[i] = c
+        else:
+            d = ops.apply(node.op, *(vals[a] for a in node.args))
+            if jiggle is not None:
+                up, tu = 1 + eps * jiggle[i, 0], 1 + eps * jiggle[i, 1]
+                d = Dual(d.value * up, d.tangent * tu) if isinstance(d, Dual) else d * up
+            vals[i] = d
+            for a in set(node.args):
+                if last[a] == i:
+                    del vals[a]
+    m = len(graph.outputs)
+    V = xp.empty((m, N), dtype=dtype)
+    J = xp.zeros((m, nv, N), dtype=dtype)
+    for j, o in enumerate(graph.outputs):
+        d = vals[o]
+        v, t = (d.value, d.tangent) if isinstance(d, Dual) else (d, None)
+        V[j] = xp.broadcast_to(xp.asarray(v, dtype=dtype), (N,))
+        if t is not None and nv:
+            J[j] = xp.broadcast_to(xp.asarray(t, dtype=dtype), (nv, N))
+    return V, J
+
+
+def rounding_spread(graph: Graph, inputs: dict, J0, xp, dtype, seed: int = 0, n: int | None = None):
+    """How far one extra ulp of rounding per operation moves forward mode's Jacobian (two runs with
+    random directions per node, as :func:`gradcli.methods.forward.rounding_spread` does at a point)."""
+    rng = np.random.default_rng(seed)
+    spread = xp.zeros_like(J0)
+    for _ in range(2):
+        signs = rng.choice((-1.0, 1.0), size=(len(graph.nodes), 2))
+        _, Jj = forward(graph, inputs, xp, dtype, jiggle=signs, n=n)
+        spread = xp.fmax(spread, xp.abs(Jj - J0))
+    return spread
+
+
+# --- undefined points and kinks, elementwise -----------------------------------------------------------
+
+def _masks(graph: Graph):
+    index = {v: k for k, v in enumerate(graph.variables)}
+    var_masks = []
+    for nd in graph.nodes:
+        mk = 1 << index[nd.attr] if nd.op == "var" else 0
+        for a in nd.args:
+            mk |= var_masks[a]
+        var_masks.append(mk)
+    out_masks = [0] * len(graph.nodes)
+    for j, o in enumerate(graph.outputs):
+        out_masks[o] |= 1 << j
+    for i in range(len(graph.nodes) - 1, -1, -1):
+        for a in graph.nodes[i].args:
+            out_masks[a] |= out_masks[i]
+    return var_masks, out_masks
+
+
+def diagnose(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
+    """:func:`gradcli.diagnose.diagnose` over arrays: the table's domain, smooth and kink predicates and
+    the finiteness of every value and partial, evaluated elementwise.
+
+    -> (bad_value (m, N), bad_deriv (m, nvars, N), reasons {(kind, op, text): (count, first index)}).
+    """
+    N = _n_points(inputs, n)
+    m, nv = len(graph.outputs), len(graph.variables)
+    bad_value = xp.zeros((m, N), dtype=bool)
+    bad_deriv = xp.zeros((m, nv, N), dtype=bool)
+    reasons: dict = {}
+    var_masks, out_masks = _masks(graph)
+    ops = NumericOps(xp)
+    active, last = graph.active, graph.last_use
+    vals: dict = {}
+    full = lambda b: xp.broadcast_to(xp.asarray(b, dtype=bool), (N,))
+
+    def note(kind, op, text, mask):
+        count = int(mask.sum())
+        if count:
+            first = int(xp.argmax(mask))
+            c, f = reasons.get((kind, op, text), (0, first))
+            reasons[(kind, op, text)] = (c + count, f)
+
+    for i, nd in enumerate(graph.nodes):
+        if nd.op == "var":
+            vals[i] = inputs[nd.attr]
+            continue
+        if nd.op == "const":
+            vals[i] = dtype(nd.attr.value)
+            continue
+        prim = PRIMITIVES[nd.op]
+        args = [vals[a] for a in nd.args]
+        v = prim.value(xp, *args)
+        vals[i] = v
+        ok = full(True)
+        for a in args:
+            ok = ok & full(xp.isfinite(a))
+        value_bad = full(False)
+        if prim.domain is not None:
+            dom = ok & ~full(prim.domain(xp, *args))
+            note("undefined", nd.op, f"outside the domain of {nd.op} ({prim.domain_text})", dom)
+            value_bad = value_bad | dom
+        over = ok & ~value_bad & ~full(xp.isfinite(v))
+        note("undefined", nd.op, f"{nd.op} is not finite (overflow)", over)
+        value_bad = value_bad | over
+        deriv_bad = value_bad
+        if active[i]:
+            live = ok & ~value_bad
+            if prim.kink is not None:
+                kink = live & full(prim.kink(xp, *args))
+                note("nondifferentiable", nd.op, f"on a kink of {nd.op}", kink)
+                deriv_bad, live = deriv_bad | kink, live & ~kink
+            if prim.smooth is not None:
+                rough = live & ~full(prim.smooth(xp, *args))
+                note("undefined", nd.op, f"the derivative of {nd.op} does not exist ({prim.smooth_text})", rough)
+                deriv_bad, live = deriv_bad | rough, live & ~rough
+            inf = full(False)
+            for rule, a in zip(prim.partials, nd.args):
+                if active[a]:
+                    inf = inf | (live & ~full(xp.isfinite(rule(ops, v, *args))))
+            note("undefined", nd.op, f"the derivative of {nd.op} is not finite", inf)
+            deriv_bad = deriv_bad | inf
+        if bool(deriv_bad.any()):
+            for j in range(m):
+                if out_masks[i] >> j & 1:
+                    bad_value[j] |= value_bad
+                    for k in range(nv):
+                        bad_deriv[j, k] |= value_bad if not var_masks[i] >> k & 1 else deriv_bad
+        for a in set(nd.args):
+            if last[a] == i:
+                del vals[a]
+    return bad_value, bad_deriv, reasons
+
+
+# --- finite differences, vectorised --------------------------------------------------------------------
+
+def _perturbed(graph, inputs, k, deltas, xp, dtype, N, jiggle=None):
+    """Outputs with variable k moved by each row of ``deltas`` (P, N) -> array (m, P, N)."""
+    name = graph.variables[k]
+    moved = dict(inputs)
+    moved[name] = inputs[name][None, :] + deltas
+    outs = evaluate(graph, moved, xp=xp, dtype=dtype, jiggle=jiggle)
+    P = deltas.shape[0]
+    return xp.stack([xp.broadcast_to(xp.asarray(o), (P, N)) for o in outs])
+
+
+def central(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
+    """Central differences with error estimates -> (J, estimate, scale (nvars, N) of the chosen step).
+
+    Two step scales per variable and point, s = max(|x|, 1) and s = |x| (for points close to 0, where
+    a domain edge or a kink may be near), each with steps h, 2h, 4h (h = eps**(1/3) * s); the estimate
+    is the truncation error seen between h and 2h (trusted only where 2h to 4h shows the h**2 law)
+    plus a round-off bound, and the scale with the smaller estimate wins.
+    """
+    N = _n_points(inputs, n)
+    m, nv = len(graph.outputs), len(graph.variables)
+    eps = eps_of(dtype)
+    J = xp.zeros((m, nv, N), dtype=dtype)
+    est = xp.zeros((m, nv, N), dtype=dtype)
+    scales = xp.ones((nv, N), dtype=dtype)
+    offsets = xp.asarray([1.0, -1.0, 2.0, -2.0, 4.0, -4.0], dtype=dtype)
+    # graph.evaluate's jiggle is in float64 ulps: scaled to one ulp of dtype, kept in dtype
+    side = xp.asarray([[1.0], [-1.0]], dtype=dtype)
+    ulp = float(eps / np.finfo(np.float64).eps)
+    for k, name in enumerate(graph.variables):
+        x = inputs[name]
+        ax = xp.abs(x)
+        cand = (xp.maximum(ax, 1), xp.where((ax > 0) & (ax < 1), ax, 1))
+        Ds, Es = [], []
+        for s in cand:
+            h = (x + dtype(eps ** (1 / 3)) * s) - x  # the step the arithmetic really takes
+            F = _perturbed(graph, inputs, k, offsets[:, None] * h[None, :], xp, dtype, N)
+            D1 = (F[:, 0] - F[:, 1]) / (2 * h)
+            D2 = (F[:, 2] - F[:, 3]) / (4 * h)
+            D4 = (F[:, 4] - F[:, 5]) / (8 * h)
+            noise = 4 * eps * ((xp.abs(F[:, 0]) + xp.abs(F[:, 1])) / 2 + ax * xp.abs(D1)) / h
+            # rounding of intermediate values (1 + x*x at tiny x) is invisible in |f|: probe it by
+            # rounding every operation one ulp up on one side of the stencil and down on the other
+            for pattern in (lambda i: (-1.0) ** i, lambda i: (-1.0) ** (i // 2)):
+                Fj = _perturbed(graph, inputs, k, offsets[:2, None] * h[None, :], xp, dtype, N,
+                                jiggle=lambda i, p=pattern: ulp * p(i) * side)
+                noise = xp.maximum(noise, 4 * xp.abs((Fj[:, 0] - Fj[:, 1]) / (2 * h) - D1))
+            d1, d2 = xp.abs(D2 - D1), xp.abs(D4 - D2)
+            # the error falls like h**2 only in the asymptotic range (D(4h)-D(2h) about 4 times D(2h)-D(h));
+            # anything else (a kink, a pole or a period inside the stencil) voids the estimate
+            asymptotic = (d1 <= 2 * noise) | ((d2 >= 2 * d1) & (d2 <= 8 * d1))
+            e = xp.where(asymptotic, d1 / 3, xp.maximum(xp.maximum(d1, d2), xp.abs(D1))) + noise
+            Ds.append(D1)
+            Es.append(xp.where(xp.isfinite(e) & xp.isfinite(D1), e, xp.inf))
+        # per point, the scale whose worst entry is better
+        use_b = Es[1].max(axis=0) < Es[0].max(axis=0)
+        J[:, k] = xp.where(use_b, Ds[1], Ds[0])
+        est[:, k] = xp.where(use_b, Es[1], Es[0])
+        scales[k] = xp.where(use_b, cand[1], cand[0])
+    return J, est, scales
+
+
+def richardson(graph: Graph, inputs: dict, xp, dtype, central_result, n: int | None = None):
+    """Ridders' extrapolation over steps h0, h0/2, ... (h0 = 2**-4 times the scale central differences
+    chose), every row of the tableau in one evaluation -> (J, estimate)."""
+    N = _n_points(inputs, n)
+    m, nv = len(graph.outputs), len(graph.variables)
+    eps = eps_of(dtype)
+    Jc, Ec, scales = central_result
+    J = xp.full((m, nv, N), xp.nan, dtype=dtype)
+    est = xp.full((m, nv, N), xp.inf, dtype=dtype)
+    rows = BATCH_RIDDERS_ROWS
+    f0 = None
+    for k, name in enumerate(graph.variables):
+        x = inputs[name]
+        h0 = dtype(RIDDERS_H0) * scales[k]
+        hs = xp.stack([(x + h0 / RIDDERS_CON ** r) - x for r in range(rows)])  # (rows, N)
+        deltas = xp.concatenate([hs, -hs])
+        F = _perturbed(graph, inputs, k, deltas, xp, dtype, N)
+        D = [(F[:, r] - F[:, rows + r]) / (2 * hs[r]) for r in range(rows)]
+        if f0 is None:
+            f0 = xp.abs(outputs(graph, inputs, xp, dtype, N))
+        best = xp.full((m, N), xp.nan, dtype=dtype)
+        err = xp.full((m, N), xp.inf, dtype=dtype)
+        done = xp.zeros((m, N), dtype=bool)
+        prev = [D[0]]
+        for i in range(1, rows):
+            cur = [D[i]]
+            fac = RIDDERS_CON ** 2
+            for j in range(1, i + 1):
+                cur.append((cur[j - 1] * fac - prev[j - 1]) / (fac - 1))
+                fac *= RIDDERS_CON ** 2
+                errt = xp.maximum(xp.abs(cur[j] - cur[j - 1]), xp.abs(cur[j] - prev[j - 1]))
+                take = ~done & xp.isfinite(errt) & (errt <= err)
+                best = xp.where(take, cur[j], best)
+                err = xp.where(take, errt, err)
+            credible = err <= RIDDERS_CREDIBLE * xp.abs(best)
+            done |= credible & (xp.abs(cur[i] - prev[i - 1]) >= RIDDERS_SAFE * err)
+            prev = cur
+        err = err + 8 * eps * (xp.abs(best) + f0 / h0[None, :])
+        gap = xp.abs(best - Jc[:, k]) - ESTIMATE_GAP * Ec[:, k]
+        err = xp.where(xp.isfinite(gap), xp.maximum(err, gap), err)
+        J[:, k], est[:, k] = best, err
+    return J, est
+
+
+#: complex step sizes relative to |x| per real dtype: h**2 must vanish against eps, h*f' must not underflow
+COMPLEX_STEP = {np.dtype(np.float64): (1e-20, 1e-300), np.dtype(np.float32): (1e-10, 1e-30)}
+
+
+def complex_step(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
+    """Im f(x + ih) / h at two steps (relative to |x| and to max(|x|, 1)); their difference is the
+    error estimate -> (J, estimate). The caller checks the path is holomorphic."""
+    N = _n_points(inputs, n)
+    m, nv = len(graph.outputs), len(graph.variables)
+    eps = eps_of(dtype)
+    rel, tiny = COMPLEX_STEP[np.dtype(dtype)]
+    ctype = np.result_type(dtype, np.complex64)
+    J = xp.zeros((m, nv, N), dtype=dtype)
+    est = xp.zeros((m, nv, N), dtype=dtype)
+    for k, name in enumerate(graph.variables):
+        x = inputs[name]
+        ax = xp.abs(x)
+        h1 = xp.where(x == 0, dtype(rel), xp.maximum(dtype(rel) * ax, dtype(tiny)))
+        h2 = dtype(rel) * xp.maximum(ax, 1)
+        hs = xp.stack([h1, h2])
+        F = _perturbed(graph, inputs, k, (1j * hs).astype(ctype), xp, dtype, N)
+        D = xp.imag(F) / hs[None]
+        J[:, k] = D[:, 0]
+        est[:, k] = 4 * eps * xp.abs(D[:, 0]) + xp.abs(D[:, 0] - D[:, 1])
+    return J, est

@@ -1,0 +1,157 @@
+"""sympy's derivative expressions turned back into a gradcli Graph, so the symbolic reference can be
+evaluated over arrays of points (on the CPU or the GPU) with ``graph.evaluate``.
+
+Never ``sympy.lambdify`` (it generates Python source from the expression and execs it) and never
+eval/exec: the sympy tree is walked iteratively over a whitelist of node types, and anything outside
+it (``Piecewise``, ``zoo``, a special function gradcli has no primitive for) raises
+:class:`Unsupported`, which makes the symbolic method ``unavailable`` in batch mode.
+"""
+from __future__ import annotations
+
+import math
+
+import sympy
+
+from ..graph import Graph, GraphBuilder
+from .compile import GraphOps, Handle, prune
+
+#: sympy function class -> gradcli primitive, for one-argument functions.
+_UNARY = {
+    sympy.sin: "sin", sympy.cos: "cos", sympy.tan: "tan", sympy.asin: "asin", sympy.acos: "acos",
+    sympy.atan: "atan", sympy.sinh: "sinh", sympy.cosh: "cosh", sympy.tanh: "tanh", sympy.asinh: "asinh",
+    sympy.acosh: "acosh", sympy.atanh: "atanh", sympy.exp: "exp", sympy.log: "log", sympy.Abs: "abs",
+    sympy.sign: "sign", sympy.erf: "erf", sympy.erfc: "erfc",
+}
+
+
+class Unsupported(ValueError):
+    """The expression holds a sympy node batch mode cannot evaluate."""
+
+
+def _number(e) -> float:
+    if e is sympy.pi:
+        return math.pi
+    if e is sympy.E:
+        return math.e
+    if e.is_Integer:
+        return float(int(e))
+    if e.is_Rational:
+        return int(e.p) / int(e.q)  # correctly rounded, also for huge p and q
+    if e.is_Float:
+        return float(e)
+    raise Unsupported(f"the number {sympy.sstr(e)}")
+
+
+def _is_number(e) -> bool:
+    return e is sympy.pi or e is sympy.E or (e.is_Number and (e.is_Rational or e.is_Float) and e.is_finite)
+
+
+def _plan(e, F: GraphOps):
+    """-> (children to convert first, combine(list of converted children) -> value)."""
+    if _is_number(e):
+        v = _number(e)
+        return (), lambda _: v
+    if e.is_Symbol:
+        return (), None  # handled by the caller: it needs the builder
+    if e.is_Add:
+        def add(xs):
+            total = xs[0]
+            for x in xs[1:]:
+                total = total + x
+            return total
+        return tuple(e.args), add
+    if e.is_Mul:
+        # x * y**-1 * z**-2 -> (x) / (y * z**2): one rounding for the quotient instead of a reciprocal each
+        num, den = [], []
+        for f in e.args:
+            if f.is_Pow and f.exp.is_Number and f.exp.is_negative:
+                den.append(sympy.Pow(f.base, -f.exp))
+            else:
+                num.append(f)
+        k = len(num)
+
+        def mul(xs):
+            top = _product(xs[:k])
+            return top / _product(xs[k:]) if len(xs) > k else top
+        return tuple(num + den), mul
+    if e.is_Pow:
+        b, x = e.base, e.exp
+        if b is sympy.E:
+            return (x,), lambda xs: F.apply("exp", xs[0])
+        if x == sympy.S.Half:
+            return (b,), lambda xs: F.apply("sqrt", xs[0])
+        if x == -sympy.S.Half:
+            return (b,), lambda xs: 1.0 / F.apply("sqrt", xs[0])
+        if x.is_Number and x.is_negative:
+            return (sympy.Pow(b, -x),), lambda xs: 1.0 / xs[0]
+        return (b, x), lambda xs: F.apply("pow", xs[0], xs[1])
+    func = e.func
+    if func in _UNARY:
+        if len(e.args) != 1:
+            raise Unsupported(f"{func.__name__} with {len(e.args)} arguments")
+        name = _UNARY[func]
+        return e.args, lambda xs: F.apply(name, xs[0])
+    if func is sympy.Heaviside:  # Heaviside(x) or Heaviside(x, H0): the value at 0 is a kink anyway
+        return e.args[:1], lambda xs: F.apply("step", xs[0])
+    if func is sympy.atan2:
+        return e.args, lambda xs: F.apply("atan2", xs[0], xs[1])
+    if func in (sympy.Max, sympy.Min):
+        name = "max" if func is sympy.Max else "min"
+
+        def fold(xs):
+            acc = xs[0]
+            for x in xs[1:]:
+                acc = F.apply(name, acc, x)
+            return acc
+        return tuple(e.args), fold
+    raise Unsupported(type(e).__name__)
+
+
+def _product(xs):
+    if not xs:
+        return 1.0
+    acc = xs[0]
+    for x in xs[1:]:
+        acc = acc * x
+    return acc
+
+
+def to_graph(exprs, variables, symbols: dict) -> Graph:
+    """A Graph whose outputs are ``exprs`` (a flat list of sympy expressions) over ``variables``.
+
+    ``symbols`` maps each variable name to its sympy Symbol. The walk is iterative (a deep sympy
+    tree is fine) and shares every repeated subexpression.
+    """
+    b = GraphBuilder()
+    F = GraphOps(b)
+    by_symbol = {s: name for name, s in symbols.items()}
+    done: dict = {}
+    for e in exprs:
+        stack = [(e, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if node in done:
+                continue
+            if node.is_Symbol:
+                if node not in by_symbol:
+                    raise Unsupported(f"the symbol {node}")
+                done[node] = Handle(b, b.var(by_symbol[node]))
+                continue
+            children, combine = _plan(node, F)
+            if not expanded:
+                stack.append((node, True))
+                stack.extend((c, False) for c in children if c not in done)
+                continue
+            if any(c not in done for c in children):  # a child was pushed after us: come back later
+                stack.append((node, True))
+                stack.extend((c, False) for c in children if c not in done)
+                continue
+            try:
+                done[node] = combine([done[c] for c in children])
+            except ZeroDivisionError:
+                raise Unsupported(f"a division by zero in {sympy.sstr(node)[:80]}") from None
+    for v in variables:
+        b.var(v)
+    outs = [F.node(done[e]) for e in exprs]
+    nodes, outs = prune(b.nodes, outs)
+    return Graph(nodes, outs, variables)
