@@ -1,0 +1,330 @@
+"""The optional ``fast`` path: a Program run by one parallel numba kernel (``pip install gradcli[fast]``).
+
+No source is generated and nothing is ``exec``-ed: the kernel is a fixed interpreter, compiled once
+(and cached on disk by numba), that walks an instruction array. Each thread owns a register file of
+``BLOCK`` elements per register (L1/L2-sized); for every block of points it runs the instructions in
+order, each one a tight loop over the block. The opcode is dispatched once per instruction and block,
+not per element, so the loops are as fused as a hand-written kernel's as far as memory is concerned,
+and no Python runs between instructions. Constants live in registers filled once per thread.
+
+The results follow numpy's ufuncs (NaN propagation of ``minimum``/``maximum``, ``heaviside(x, 0)``,
+the stable ``sigmoid``/``softplus``); transcendental functions come from LLVM's libm, so they can
+differ from numpy's in the last bit.
+"""
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+
+from .compile import Program
+
+try:  # the optional extra
+    import numba
+    from numba import prange
+except Exception:  # pragma: no cover - depends on the environment
+    numba = None
+
+BLOCK = 512
+
+# the opcode of each primitive: the kernel's dispatch order
+OPS = ("add", "sub", "mul", "div", "neg", "pow", "sin", "cos", "tan", "asin", "acos", "atan", "atan2",
+       "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "exp", "expm1", "log", "log2", "log10", "log1p",
+       "sqrt", "cbrt", "abs", "sign", "relu", "min", "max", "hypot", "step", "erf", "erfc", "sigmoid",
+       "softplus", "sincos", "copy")
+OPCODE = {name: i for i, name in enumerate(OPS)}
+
+
+def available() -> bool:
+    return numba is not None
+
+
+if numba is not None:
+    @numba.njit(inline="always")
+    def _minimum(a, b):
+        if a != a:
+            return a
+        if b != b:
+            return b
+        return a if a <= b else b
+
+    @numba.njit(inline="always")
+    def _maximum(a, b):
+        if a != a:
+            return a
+        if b != b:
+            return b
+        return a if a >= b else b
+
+    @numba.njit(inline="always")
+    def _sign(a):
+        if a > 0:
+            return 1.0
+        if a < 0:
+            return -1.0
+        return a  # 0, -0 and NaN as numpy's sign
+
+    @numba.njit(inline="always")
+    def _step(a):
+        if a > 0:
+            return 1.0
+        if a <= 0:
+            return 0.0
+        return a  # NaN
+
+    @numba.njit(inline="always")
+    def _sigmoid(a):
+        z = math.exp(-abs(a))
+        return 1.0 / (1.0 + z) if a >= 0 else z / (1.0 + z)
+
+    @numba.njit(inline="always")
+    def _softplus(a):
+        # numpy's logaddexp(0, a)
+        if a != a:
+            return a
+        return max(a, 0.0) + math.log1p(math.exp(-abs(a)))
+
+    @numba.njit(inline="always")
+    def _cbrt(a):
+        return np.cbrt(a)
+
+    @numba.njit(cache=True, boundscheck=False)
+    def _block(code, r, n):
+        for j in range(code.shape[0]):
+            op, d, a, b = code[j, 0], code[j, 1], code[j, 2], code[j, 3]
+            o, x, y = r[d], r[a], r[b]
+            if op == 0:
+                for i in range(n):
+                    o[i] = x[i] + y[i]
+            elif op == 1:
+                for i in range(n):
+                    o[i] = x[i] - y[i]
+            elif op == 2:
+                for i in range(n):
+                    o[i] = x[i] * y[i]
+            elif op == 3:
+                for i in range(n):
+                    o[i] = x[i] / y[i]
+            elif op == 4:
+                for i in range(n):
+                    o[i] = -x[i]
+            elif op == 5:
+                for i in range(n):
+                    o[i] = x[i] ** y[i]
+            elif op == 6:
+                for i in range(n):
+                    o[i] = math.sin(x[i])
+            elif op == 7:
+                for i in range(n):
+                    o[i] = math.cos(x[i])
+            elif op == 8:
+                for i in range(n):
+                    o[i] = math.tan(x[i])
+            elif op == 9:
+                for i in range(n):
+                    o[i] = math.asin(x[i]) if abs(x[i]) <= 1 else np.nan
+            elif op == 10:
+                for i in range(n):
+                    o[i] = math.acos(x[i]) if abs(x[i]) <= 1 else np.nan
+            elif op == 11:
+                for i in range(n):
+                    o[i] = math.atan(x[i])
+            elif op == 12:
+                for i in range(n):
+                    o[i] = math.atan2(x[i], y[i])
+            elif op == 13:
+                for i in range(n):
+                    o[i] = math.sinh(x[i])
+            elif op == 14:
+                for i in range(n):
+                    o[i] = math.cosh(x[i])
+            elif op == 15:
+                for i in range(n):
+                    o[i] = math.tanh(x[i])
+            elif op == 16:
+                for i in range(n):
+                    o[i] = math.asinh(x[i])
+            elif op == 17:
+                for i in range(n):
+                    o[i] = math.acosh(x[i]) if x[i] >= 1 else np.nan
+            elif op == 18:
+                for i in range(n):
+                    o[i] = math.atanh(x[i]) if abs(x[i]) < 1 else (
+                        math.copysign(np.inf, x[i]) if abs(x[i]) == 1 else np.nan)
+            elif op == 19:
+                for i in range(n):
+                    o[i] = math.exp(x[i])
+            elif op == 20:
+                for i in range(n):
+                    o[i] = math.expm1(x[i])
+            elif op == 21:
+                for i in range(n):
+                    o[i] = math.log(x[i]) if x[i] > 0 else (-np.inf if x[i] == 0 else np.nan)
+            elif op == 22:
+                for i in range(n):
+                    o[i] = math.log2(x[i]) if x[i] > 0 else (-np.inf if x[i] == 0 else np.nan)
+            elif op == 23:
+                for i in range(n):
+                    o[i] = math.log10(x[i]) if x[i] > 0 else (-np.inf if x[i] == 0 else np.nan)
+            elif op == 24:
+                for i in range(n):
+                    o[i] = math.log1p(x[i]) if x[i] > -1 else (-np.inf if x[i] == -1 else np.nan)
+            elif op == 25:
+                for i in range(n):
+                    o[i] = math.sqrt(x[i]) if x[i] >= 0 else np.nan
+            elif op == 26:
+                for i in range(n):
+                    o[i] = _cbrt(x[i])
+            elif op == 27:
+                for i in range(n):
+                    o[i] = abs(x[i])
+            elif op == 28:
+                for i in range(n):
+                    o[i] = _sign(x[i])
+            elif op == 29:
+                for i in range(n):
+                    o[i] = _maximum(x[i], 0.0)
+            elif op == 30:
+                for i in range(n):
+                    o[i] = _minimum(x[i], y[i])
+            elif op == 31:
+                for i in range(n):
+                    o[i] = _maximum(x[i], y[i])
+            elif op == 32:
+                for i in range(n):
+                    o[i] = math.hypot(x[i], y[i])
+            elif op == 33:
+                for i in range(n):
+                    o[i] = _step(x[i])
+            elif op == 34:
+                for i in range(n):
+                    o[i] = math.erf(x[i])
+            elif op == 35:
+                for i in range(n):
+                    o[i] = math.erfc(x[i])
+            elif op == 36:
+                for i in range(n):
+                    o[i] = _sigmoid(x[i])
+            elif op == 37:
+                for i in range(n):
+                    o[i] = _softplus(x[i])
+            elif op == 38:  # sin into d, cos into b: one loop, which LLVM turns into sincos
+                for i in range(n):
+                    o[i] = math.sin(x[i])
+                    y[i] = math.cos(x[i])
+            elif op == 39:
+                for i in range(n):
+                    o[i] = x[i]
+
+    @numba.njit(parallel=True, cache=True, boundscheck=False)
+    def _kernel(code, n_regs, const_base, consts, inputs, out_src, out, block, threads, start, stop):
+        n_vars = inputs.shape[0]
+        N = stop - start
+        n_blocks = (N + block - 1) // block
+        n_threads = min(threads, n_blocks)
+        n_const = consts.shape[0]
+        for t in prange(n_threads):
+            r = np.empty((n_regs, block), dtype=out.dtype)
+            for c in range(n_const):
+                r[const_base + c, :] = consts[c]
+            for k in range(t, n_blocks, n_threads):
+                s = start + k * block
+                n = min(block, stop - s)
+                for v in range(n_vars):
+                    r[v, :n] = inputs[v, s:s + n]
+                _block(code, r, n)
+                for m in range(out_src.shape[0]):
+                    out[m, s:s + n] = r[out_src[m], :n]
+
+
+class NumbaPlan:
+    """The instruction array of a Program.
+
+    Registers: the program's, then one per constant (filled once per thread), then one per fused
+    sin/cos pair: ``sin(a)`` and ``cos(a)`` of the same register become one ``sincos`` loop at the
+    first of the two (libm's sincos costs little more than one of them) and a copy at the second.
+    """
+
+    def __init__(self, program: Program, dtype):
+        code = list(program.instructions)
+        R = program.n_registers
+        consts: dict = {}
+        for ins in code:
+            for a in ins.args:
+                if not isinstance(a, int):
+                    consts.setdefault(float(a), R + len(consts))
+        for o in program.outputs:
+            if not isinstance(o, int):
+                consts.setdefault(float(o), R + len(consts))
+        n_regs = R + len(consts)
+
+        def reg(a):
+            return a if isinstance(a, int) else consts[float(a)]
+
+        rows: list = [None] * len(code)
+        done = set()
+        for j1, ins in enumerate(code):
+            if j1 in done:
+                continue
+            if ins.op in ("sin", "cos") and ins.out != ins.args[0]:
+                a = ins.args[0]
+                other = "cos" if ins.op == "sin" else "sin"
+                for j2 in range(j1 + 1, len(code)):
+                    later = code[j2]
+                    if later.op == other and later.args[0] == a:
+                        temp, n_regs = n_regs, n_regs + 1
+                        sin_d, cos_d = (ins.out, temp) if ins.op == "sin" else (temp, ins.out)
+                        rows[j1] = (OPCODE["sincos"], sin_d, a, cos_d)
+                        rows[j2] = (OPCODE["copy"], later.out, temp, 0)
+                        done.add(j2)
+                        break
+                    if later.out == a:
+                        break
+            if rows[j1] is None:
+                args = [reg(x) for x in ins.args] + [0, 0]
+                rows[j1] = (OPCODE[ins.op], ins.out, args[0], args[1])
+        self.dtype = np.dtype(dtype)
+        self.n_regs = n_regs
+        self.const_base = R
+        self.consts = np.array(sorted(consts, key=consts.get), dtype=self.dtype)
+        self.code = np.array(rows, dtype=np.int64).reshape(-1, 4)
+        self.out_src = np.array([reg(o) for o in program.outputs], dtype=np.int64)
+        self.n_vars = len(program.variables)
+
+
+_COMPILED = threading.Event()
+
+
+def compiled() -> bool:
+    """Whether the kernel is ready in this process (its first call compiles or loads it)."""
+    return _COMPILED.is_set()
+
+
+def execute(program: Program, inputs: dict, dtype=np.float64, block: int | None = None) -> np.ndarray:
+    """All outputs of ``program`` at N points, as :func:`gradcli.batch.cpu.execute`, on numba threads."""
+    from .cpu import prepare_inputs
+
+    arrays, N = prepare_inputs(program, inputs)
+    out = np.empty((len(program.outputs), N), dtype=dtype)
+    run_range(NumbaPlan(program, dtype), stack(arrays, N, dtype), out, 0, N, block=block)
+    return out
+
+
+def stack(arrays: list, N: int, dtype) -> np.ndarray:
+    """The inputs as one (n_vars, N) array of ``dtype``, which the kernel reads."""
+    x = np.empty((len(arrays), N), dtype=dtype)
+    for v, a in enumerate(arrays):
+        x[v] = a if a.shape[0] != 1 else a[0]
+    return x
+
+
+def run_range(plan: NumbaPlan, x: np.ndarray, out: np.ndarray, start: int, stop: int,
+              block: int | None = None) -> None:
+    """Points ``start:stop`` into ``out[:, start:stop]``; ``x`` from :func:`stack`."""
+    if numba is None:
+        raise RuntimeError("numba is not installed (pip install 'gradcli[fast]')")
+    if stop > start:
+        _kernel(plan.code, plan.n_regs, plan.const_base, plan.consts, x, plan.out_src, out,
+                int(block or BLOCK), numba.get_num_threads(), start, stop)
+        _COMPILED.set()
