@@ -1,0 +1,1 @@
+"""`gradcli check`: registering, running and reporting gradient checks of numpy code."""

@@ -1,0 +1,116 @@
+"""Results of ``gradcli check``: plain data, the JSON document and the exit code (DESIGN.md section 4).
+
+The runner fills these; the table, JSON and JUnit renderers only read them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..report import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, EXIT_UNDEFINED, finite_or_none
+
+#: Check statuses, and whether each one fails the run (exit 1).
+STATUSES = ("pass", "fail", "error", "inconclusive", "nondifferentiable", "undefined", "skipped")
+FAILING = ("fail", "error", "inconclusive")
+
+
+@dataclass
+class Mismatch:
+    """One element where the gradient under test and the reference disagree."""
+
+    input: str  # the input's name
+    index: tuple  # the element's index in that input (() for a scalar)
+    expected: float  # the reference
+    got: float  # the gradient under test
+    abs_error: float
+    rel_error: float
+    output_index: tuple | None = None  # for full-Jacobian (vjp) checks: the output element
+
+    def to_dict(self) -> dict:
+        d = {"input": self.input, "index": list(self.index), "expected": finite_or_none(self.expected),
+             "got": finite_or_none(self.got), "abs_error": finite_or_none(self.abs_error),
+             "rel_error": finite_or_none(self.rel_error)}
+        if self.output_index is not None:
+            d["output_index"] = list(self.output_index)
+        return d
+
+
+@dataclass
+class MethodSummary:
+    """How one reference or the gradient under test compares, for the report's methods table."""
+
+    name: str  # traced_reverse | traced_forward | central | richardson | complex_step | hand_written
+    status: str  # ok | mismatch | unavailable | error | used (the reference) ...
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    message: str = ""
+
+    def to_dict(self) -> dict:
+        d = {"status": self.status, "max_abs_error": finite_or_none(self.max_abs_error),
+             "max_rel_error": finite_or_none(self.max_rel_error)}
+        if self.message:
+            d["message"] = self.message
+        return d
+
+
+@dataclass
+class CheckResult:
+    name: str  # the function's name (qualified by file when names collide)
+    file: str
+    line: int
+    kind: str  # grad | vjp | autodiff (no hand-written gradient: gradcli's AD vs numerics) | expression
+    status: str  # one of STATUSES
+    message: str = ""
+    methods: dict = field(default_factory=dict)  # name -> MethodSummary
+    mismatches: list = field(default_factory=list)  # Mismatch, worst first (capped)
+    reference: str = ""  # which reference decided: traced AD, richardson, ...
+    mode: str = ""  # full | fast
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    seconds: float = 0.0
+    traceback: str = ""  # the user's own frames, for status error / a raising gradient
+    notes: list = field(default_factory=list)  # e.g. "np.asarray cut the trace at line 12; numerics used"
+
+    @property
+    def failed(self) -> bool:
+        return self.status in FAILING
+
+    def to_dict(self) -> dict:
+        d = {"name": self.name, "file": self.file, "line": self.line, "kind": self.kind, "status": self.status,
+             "methods": {k: m.to_dict() for k, m in self.methods.items()},
+             "mismatches": [m.to_dict() for m in self.mismatches], "message": self.message,
+             "reference": self.reference, "mode": self.mode,
+             "max_abs_error": finite_or_none(self.max_abs_error),
+             "max_rel_error": finite_or_none(self.max_rel_error), "seconds": self.seconds}
+        if self.traceback:
+            d["traceback"] = self.traceback
+        if self.notes:
+            d["notes"] = list(self.notes)
+        return d
+
+
+@dataclass
+class CheckReport:
+    checks: list = field(default_factory=list)  # CheckResult, in collection order
+    errors: list = field(default_factory=list)  # files that could not be imported / registered nothing
+
+    def summary(self) -> dict:
+        count = lambda *s: sum(1 for c in self.checks if c.status in s)
+        return {"passed": count("pass"), "failed": count("fail", "inconclusive"), "errors": count("error"),
+                "skipped": count("skipped"), "nondifferentiable": count("nondifferentiable"),
+                "undefined": count("undefined"), "total": len(self.checks)}
+
+    @property
+    def exit_code(self) -> int:
+        if self.errors:
+            return EXIT_BAD_INPUT
+        if any(c.failed for c in self.checks):
+            return EXIT_MISMATCH
+        if any(c.status in ("nondifferentiable", "undefined") for c in self.checks):
+            return EXIT_UNDEFINED
+        return EXIT_OK
+
+    def to_dict(self) -> dict:
+        d = {"checks": [c.to_dict() for c in self.checks], "summary": self.summary()}
+        if self.errors:
+            d["errors"] = list(self.errors)
+        return d

@@ -1,0 +1,1 @@
+"""Tracing numpy code: arrays that record every numpy call so gradcli can differentiate it."""
