@@ -1,0 +1,41 @@
+"""What ``@gradcli.check`` registers: one CheckSpec per check, in a process-wide registry.
+
+The registration API (gradcli.checks.registry) creates these; collection (gradcli.checks.collect)
+imports model files and takes the specs each file added; the runner (gradcli.checks.runner) turns a
+spec into a CheckResult. Nothing here runs user code.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+#: Option keywords of ``gradcli.check`` (DESIGN.md section 4); any other keyword is an input.
+OPTIONS = ("atol", "rtol", "eps", "seed", "dtype", "mode", "domain", "wrt", "output", "with_grad", "order")
+
+
+@dataclass
+class CheckSpec:
+    name: str  # the function's __name__ (or the expression text for string checks)
+    fn: Callable | None  # the function under test (None for string expressions)
+    file: str  # where it was registered
+    line: int
+    inputs: dict  # name -> value or shape tuple, exactly as given to gradcli.check
+    options: dict = field(default_factory=dict)  # the option keywords that were given
+    grad: Callable | dict | None = None  # hand-written gradient (function, or {name: expression})
+    vjp: Callable | None = None  # hand-written vector-Jacobian product
+    hvp: Callable | None = None  # hand-written Hessian-vector product (issue 5)
+    expression: str | None = None  # string checks: the expression text
+
+    @property
+    def kind(self) -> str:
+        if self.expression is not None:
+            return "expression"
+        if self.vjp is not None:
+            return "vjp"
+        if self.grad is not None:
+            return "grad"
+        return "autodiff"
+
+
+#: Every spec registered in this process, in registration order.
+REGISTRY: list = []
