@@ -226,10 +226,10 @@ def run_batch(graph: Graph, source, *, expression: str = "", methods=None, rtol=
                 reasons[key] = (c + count, example)
 
             t0 = time.perf_counter()
-            R = _rows(xp, execute(program, inputs, device=device, dtype=dtype, chunk=n), n)
+            R = _rows(xp, execute(program, inputs, device=device, dtype=dtype), n)
             values, Jr = R[:m], R[m:].reshape(m, nv, n)
             seconds["reverse"] += time.perf_counter() - t0
-            S = _rows(xp, execute(program_abs, inputs, device=device, dtype=dtype, chunk=n), n)
+            S = _rows(xp, execute(program_abs, inputs, device=device, dtype=dtype), n)
             scale = S[m:].reshape(m, nv, n)
 
             t0 = time.perf_counter()
