@@ -9,5 +9,6 @@ from .api import grad  # noqa: E402
 from .errors import BadInput  # noqa: E402
 from .batch.compiled import compile  # noqa: E402,A004
 from .batch.api import grad_batch  # noqa: E402
+from .checks.registry import check  # noqa: E402
 
-__all__ = ["grad", "compile", "grad_batch", "BadInput", "__version__"]
+__all__ = ["grad", "compile", "grad_batch", "check", "BadInput", "__version__"]

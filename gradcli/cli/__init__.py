@@ -4,6 +4,7 @@ from __future__ import annotations
 import click
 
 from .. import __version__
+from .check import check
 from .grad import grad
 
 
@@ -17,10 +18,13 @@ def main():
       gradcli grad "x**2*sin(y)" --at x=1.5 --at y=0.3
       gradcli grad "log(x) + sqrt(x*y)" --at "x=2, y=pi/4" --json
       gradcli grad "x*y, x+y" --at x=1 --at y=2 --method forward,reverse
+      gradcli check model.py            # the checks a model file registers with @gradcli.check
 
-    Exit codes (every command): 0 all agree, 1 a disagreement, 2 bad input, 3 the gradient is undefined
-    or does not exist at the point. With --json, stdout is exactly one JSON document.
+    Exit codes (every command): 0 all agree (all checks pass), 1 a disagreement (a failed check),
+    2 bad input, 3 the gradient is undefined or does not exist at the point. With --json, stdout is
+    exactly one JSON document.
     """
 
 
 main.add_command(grad)
+main.add_command(check)

@@ -1,0 +1,272 @@
+"""Collecting checks: import model files and take the CheckSpecs each one registers.
+
+Each file is imported under its own module name (derived from its path), so two files that both
+define ``loss`` never overwrite each other; the file's folder is on ``sys.path`` while it imports, so
+``from helpers import ...`` works as it does when the file is run as a script. Nothing here prints:
+an import failure is an error entry with one line of text, never a traceback.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib.util
+import os
+import re
+import sys
+import traceback
+
+from ..errors import BadInput
+from .spec import REGISTRY
+
+#: Folders never searched (besides hidden ones and virtual environments, found by their pyvenv.cfg).
+SKIP_DIRS = {"__pycache__", "site-packages", "node_modules"}
+#: Files in a folder that are never model files.
+SKIP_FILES = {"setup.py", "conftest.py", "__init__.py"}
+
+
+def find_files(paths) -> tuple[list, list]:
+    """``paths`` (files or folders) -> (model files, errors). Folders are searched recursively, sorted;
+    a file found in a folder is a model file only if its text mentions gradcli (a helper module or a
+    script beside the models is not imported, let alone reported as registering nothing)."""
+    files, errors, seen = [], [], set()
+
+    def add(path):
+        key = os.path.realpath(path)
+        if key not in seen:
+            seen.add(key)
+            files.append(path)
+
+    for path in paths:
+        path = os.fspath(path)
+        if os.path.isdir(path):
+            found = [f for f in _walk(path) if _mentions_gradcli(f)]
+            if not found:
+                errors.append(_error(path, "no model files (.py files that use gradcli) in this folder"))
+            for f in found:
+                add(f)
+        elif os.path.isfile(path):
+            if not path.endswith(".py"):
+                errors.append(_error(path, "not a Python file (.py)"))
+            else:
+                add(path)
+        else:
+            errors.append(_error(path, "no such file or directory"))
+    return files, errors
+
+
+def _walk(top: str):
+    out = []
+    for root, dirs, names in os.walk(top):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIP_DIRS
+                         and not os.path.exists(os.path.join(root, d, "pyvenv.cfg")))
+        out.extend(os.path.join(root, n) for n in sorted(names)
+                   if n.endswith(".py") and not n.startswith(".") and n not in SKIP_FILES)
+    return sorted(out, key=lambda p: os.path.relpath(p, top).split(os.sep))
+
+
+def _mentions_gradcli(path: str) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return b"gradcli" in fh.read()
+    except OSError:
+        return True  # let the import report why it cannot be read
+
+
+def module_name(path: str) -> str:
+    """A module name unique to the file's absolute path: ``gradcli_model_<hash>_<stem>``."""
+    real = os.path.realpath(path)
+    digest = hashlib.sha1(real.encode()).hexdigest()[:10]
+    stem = re.sub(r"\W", "_", os.path.splitext(os.path.basename(real))[0])
+    return f"gradcli_model_{digest}_{stem}"
+
+
+def import_file(path: str) -> tuple[list, dict | None]:
+    """Import one model file; -> (the specs it registered, None) or ([], an error entry)."""
+    name = module_name(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    before = len(REGISTRY)
+    sys.path.insert(0, folder)
+    try:
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            return [], _error(path, "cannot be imported as a Python module")
+        module = importlib.util.module_from_spec(spec)
+        module.__gradcli_model__ = True
+        sys.modules[name] = module  # dataclasses, pickle and inspect look the module up by name
+        spec.loader.exec_module(module)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - any failure in user code is reported, not raised
+        sys.modules.pop(name, None)
+        del REGISTRY[before:]  # half a file's checks would be a misleading report
+        return [], import_error(path, exc)
+    finally:
+        try:
+            sys.path.remove(folder)
+        except ValueError:
+            pass
+    return list(REGISTRY[before:]), None
+
+
+def import_error(path: str, exc: BaseException) -> dict:
+    """One line for an import failure: the exception, plus where in the user's file it happened."""
+    kind = type(exc).__name__
+    message = _one_line(exc)
+    line, source = None, ""
+    if isinstance(exc, SyntaxError) and exc.filename and _same_file(exc.filename, path):
+        line, source = exc.lineno, (exc.text or "").strip()
+        message = exc.msg
+    else:
+        frames = traceback.extract_tb(exc.__traceback__)
+        own = [f for f in frames if _same_file(f.filename, path)]
+        user = [f for f in frames if not _is_internal(f.filename)]
+        frame = own[-1] if own else (user[-1] if user else None)
+        if frame is not None:
+            line, source = frame.lineno, (frame.line or "").strip()
+    if isinstance(exc, BadInput):  # gradcli.check refused the registration: the user's mistake, said plainly
+        text = f"bad check: {message}"
+    elif isinstance(exc, SystemExit):
+        text = f"cannot import: the file called sys.exit({exc.code!r}); keep script code under " \
+               'if __name__ == "__main__":'
+    else:
+        text = f"cannot import: {kind}: {message}" if message else f"cannot import: {kind}"
+    if line is not None:
+        text += f" (line {line}{': ' + source if source else ''})"
+    return _error(path, text, line=line)
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = [s.strip() for s in str(exc).splitlines() if s.strip()]
+    return lines[0] if lines else ""
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.realpath(a) == os.path.realpath(b)
+    except (TypeError, ValueError):
+        return False
+
+
+_INTERNAL = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "<frozen ")
+
+
+def _is_internal(filename: str) -> bool:
+    return filename.startswith(_INTERNAL) or "importlib" in filename
+
+
+def _error(path: str, message: str, line: int | None = None) -> dict:
+    d = {"file": display_path(path), "message": message}
+    if line is not None:
+        d["line"] = line
+    return d
+
+
+def display_path(path: str) -> str:
+    """The path as the user would type it: relative to the working directory when under it."""
+    if not path:
+        return path
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:  # another drive on Windows
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def collect(paths, pattern: str | None = None) -> tuple[list, list]:
+    """Import the model files under ``paths`` -> (CheckSpecs, errors).
+
+    Errors are dicts ``{"file", "message"[, "line"]}``: unknown paths, files that cannot be imported or
+    register no checks. A name that occurs in more than one file is qualified with the file
+    (``models/a.py::loss``); a name repeated within a file gets ``[2]``, ``[3]``. The specs returned
+    are copies with those names and a display path; the registry's own entries are left as they were.
+    ``pattern`` (``-k``) selects after collection, see :func:`matches`.
+    """
+    files, errors = find_files(paths)
+    wanted = {os.path.realpath(f) for f in files}
+    specs = []
+    for path in files:
+        registered, error = import_file(path)
+        if error:
+            errors.append(error)
+            continue
+        own = []
+        for spec in registered:
+            where = os.path.realpath(spec.file) if spec.file else os.path.realpath(path)
+            # a model that imports a sibling model re-registers the sibling's checks; the sibling's
+            # own import reports them, once
+            if where != os.path.realpath(path) and where in wanted:
+                continue
+            own.append(spec)
+        if not registered:
+            errors.append(_error(path, "registers no checks (use @gradcli.check on a function)"))
+        specs.extend(own)
+    specs = qualify(specs)
+    if pattern:
+        specs = [s for s in specs if matches(pattern, s.name, s.file)]
+    return specs, errors
+
+
+def qualify(specs: list) -> list:
+    """Copies of the specs with display paths and names that are unique in the run."""
+    specs = [dataclasses.replace(s, file=display_path(s.file)) for s in specs]
+    files_of: dict = {}
+    for s in specs:
+        files_of.setdefault(s.name, set()).add(s.file)
+    out, count = [], {}
+    for s in specs:
+        name = f"{s.file}::{s.name}" if len(files_of[s.name]) > 1 else s.name
+        count[name] = count.get(name, 0) + 1
+        if count[name] > 1:
+            name = f"{name}[{count[name]}]"
+        out.append(dataclasses.replace(s, name=name))
+    return out
+
+
+def matches(pattern: str, name: str, file: str = "") -> bool:
+    """``-k`` as in pytest: case-insensitive substrings of ``file::name``, combined with ``and``,
+    ``or``, ``not`` and parentheses (``-k "mlp and not bias"``). No eval: a small parser."""
+    text = f"{file}::{name}".lower()
+    tokens = re.findall(r"\(|\)|[^\s()]+", pattern)
+    pos = 0
+
+    def peek():
+        return tokens[pos] if pos < len(tokens) else None
+
+    def take():
+        nonlocal pos
+        pos += 1
+        return tokens[pos - 1]
+
+    # precedence: or < and < not; the pattern is a command-line word, so depth stays small
+    def expr():
+        value = term()
+        while peek() == "or":
+            take()
+            value = term() or value
+        return value
+
+    def term():
+        value = factor()
+        while peek() == "and":
+            take()
+            value = factor() and value
+        return value
+
+    def factor():
+        tok = peek()
+        if tok == "not":
+            take()
+            return not factor()
+        if tok == "(":
+            take()
+            value = expr()
+            if peek() == ")":
+                take()
+            return value
+        if tok is None or tok == ")":
+            return True
+        return take().lower() in text
+
+    try:
+        result = expr()
+    except RecursionError:
+        return pattern.lower() in text
+    return result if pos >= len(tokens) else pattern.lower() in text

@@ -1,0 +1,171 @@
+"""gradcli's pytest plugin (entry point ``pytest11``): gradient checks as pytest tests.
+
+Two ways in:
+
+- ``pytest --gradcli models/ model.py``: every model file given on the command line (or found in a
+  folder given there) becomes a pytest file with one test per registered check, named after it.
+  Only files named on the command line are touched: ``pytest --gradcli`` alone collects no models, and
+  pytest's own test files (``test_*.py``) are never taken for models.
+- ``@pytest.mark.gradcli("models/mlp.py", "models/attn/", k="not slow")`` on a test function runs
+  those checks (paths relative to pytest's rootdir) when the test runs; the test fails if any check
+  does, with every failing check's report.
+
+A check passes as a test when its status is ``pass``; ``skipped`` is a pytest skip; every other
+status fails the test, ``nondifferentiable``/``undefined`` included (pytest has no exit code 3, and a
+check that could not be evaluated at its inputs verified nothing).
+
+The plugin is loaded in every pytest run where gradcli is installed, so it imports nothing heavy
+until it is used.
+"""
+from __future__ import annotations
+
+import fnmatch
+import os
+
+import pytest
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("gradcli", "gradient checks (gradcli)")
+    group.addoption("--gradcli", action="store_true", default=False,
+                    help="collect the gradcli model files (and folders) given on the command line: one test "
+                         "per check registered with @gradcli.check")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gradcli(*paths, k=None): run the gradcli checks registered in these "
+                                       "model files or folders (relative to the rootdir); fail if any fails")
+
+
+def _explicit_roots(config) -> list:
+    roots = []
+    for arg in config.args:
+        path = arg.split("::")[0]
+        path = path if os.path.isabs(path) else os.path.join(str(config.invocation_params.dir), path)
+        if os.path.exists(path):
+            roots.append(os.path.realpath(path))
+    return roots
+
+
+def _is_model(file_path, config) -> bool:
+    if file_path.suffix != ".py" or file_path.name in ("conftest.py", "setup.py", "__init__.py"):
+        return False
+    if any(fnmatch.fnmatch(file_path.name, pat) for pat in config.getini("python_files")):
+        return False  # pytest's own test modules
+    real = os.path.realpath(file_path)
+    roots = config.stash.setdefault(_ROOTS, None) or _explicit_roots(config)
+    config.stash[_ROOTS] = roots
+    if not any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots):
+        return False
+    try:
+        return b"gradcli" in file_path.read_bytes()
+    except OSError:
+        return False
+
+
+_ROOTS = pytest.StashKey[list]()
+
+
+def pytest_collect_file(file_path, parent):
+    # a file named on the command line goes through pytest_pycollect_makemodule below instead
+    if (parent.config.getoption("gradcli") and not parent.session.isinitpath(file_path)
+            and _is_model(file_path, parent.config)):
+        return GradcliFile.from_parent(parent, path=file_path)
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makemodule(module_path, parent):
+    """pytest imports every .py file named on the command line as a test module; a model file named
+    there is collected as checks instead (and imported once, by gradcli)."""
+    if parent.config.getoption("gradcli") and _is_model(module_path, parent.config):
+        return GradcliFile.from_parent(parent, path=module_path)
+    return None
+
+
+class GradcliFile(pytest.File):
+    """A model file: one item per check it registers."""
+
+    def collect(self):
+        from .checks.collect import collect
+
+        specs, errors = collect([str(self.path)])
+        if errors:
+            raise self.CollectError("; ".join(f"{e['file']}: {e['message']}" for e in errors))
+        defaults = _defaults(str(self.path))
+        for spec in specs:
+            yield GradcliItem.from_parent(self, name=spec.name, spec=spec, defaults=defaults)
+
+
+class CheckFailed(Exception):
+    """A check that did not pass; carries its results for the report."""
+
+    def __init__(self, results):
+        super().__init__(f"{len(results)} gradcli check(s) did not pass")
+        self.results = results
+
+
+class GradcliItem(pytest.Item):
+    def __init__(self, *, spec, defaults, **kwargs):
+        super().__init__(**kwargs)
+        self.spec, self.defaults = spec, defaults
+
+    def runtest(self):
+        from .cli.check import run_one
+
+        result = run_one(self.spec, self.defaults)
+        if result.status == "skipped":
+            pytest.skip(result.message or "skipped")
+        if result.status != "pass":
+            raise CheckFailed([result])
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, CheckFailed):
+            return _describe(excinfo.value.results)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self):
+        return self.path, max(self.spec.line - 1, 0), f"gradcli check {self.name}"
+
+
+def _describe(results) -> str:
+    from .render.check import result_text
+
+    return "\n\n".join(result_text(r) for r in results)
+
+
+def _defaults(path: str) -> dict:
+    from .cli.check import _load_defaults
+    from .errors import BadInput
+
+    try:
+        return _load_defaults(path)
+    except BadInput as exc:
+        raise pytest.UsageError(f"gradcli: {exc.message}") from None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item):
+    marker = item.get_closest_marker("gradcli")
+    if marker is None:
+        return
+    from .checks.collect import collect
+    from .cli.check import run_all
+
+    if not marker.args:
+        pytest.fail("@pytest.mark.gradcli needs at least one model file or folder", pytrace=False)
+    root = str(item.config.rootpath)
+    paths = [p if os.path.isabs(p) else os.path.join(root, p) for p in map(os.fspath, marker.args)]
+    missing = [p for p in paths if not os.path.exists(p)]
+    if missing:
+        pytest.fail(f"gradcli: {missing[0]}: no such file or directory", pytrace=False)
+    pattern = marker.kwargs.get("k")
+    specs, errors = collect(paths, pattern)
+    if errors:
+        pytest.fail("gradcli: " + "; ".join(f"{e['file']}: {e['message']}" for e in errors), pytrace=False)
+    if not specs:
+        pytest.fail(f"gradcli: no check matches -k {pattern!r}" if pattern else "gradcli: no checks", pytrace=False)
+    results = run_all(specs, _defaults(paths[0]))
+    bad = [r for r in results if r.status not in ("pass", "skipped")]
+    if bad:
+        pytest.fail(_describe(bad), pytrace=False)

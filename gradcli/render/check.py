@@ -1,0 +1,147 @@
+"""The rich rendering of a CheckReport: one row per check, details for every check that did not pass,
+and a summary line. ``result_text`` is the same detail as plain text (JUnit, pytest)."""
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from ..checks.result import CheckReport, CheckResult
+from .table import fmt_error, fmt_number
+
+STATUS_STYLE = {"pass": "bold green", "fail": "bold red", "error": "bold red", "inconclusive": "bold magenta",
+                "nondifferentiable": "bold yellow", "undefined": "bold yellow", "skipped": "dim"}
+STATUS_LABEL = {"pass": "PASS", "fail": "FAIL", "error": "ERROR", "inconclusive": "INCONCLUSIVE",
+                "nondifferentiable": "NONDIFF", "undefined": "UNDEFINED", "skipped": "SKIPPED"}
+#: Order and wording of the summary line.
+SUMMARY_WORDS = (("pass", "passed"), ("fail", "failed"), ("inconclusive", "inconclusive"), ("error", "error"),
+                 ("nondifferentiable", "nondifferentiable"), ("undefined", "undefined"), ("skipped", "skipped"))
+#: The worst elements shown per check (the JSON has all the runner kept).
+MAX_SHOWN = 5
+
+
+def where(r: CheckResult) -> str:
+    return f"{r.file}:{r.line}" if r.line else r.file
+
+
+def render_check_report(report: CheckReport, seconds: float | None = None) -> Group:
+    """The table, the details and the summary line (file errors are diagnostics: the CLI puts them
+    on stderr; the summary line counts them)."""
+    parts = []
+    if report.checks:
+        table = Table(header_style="bold", pad_edge=False)
+        for col, justify in (("status", "left"), ("check", "left"), ("where", "left"), ("kind", "left"),
+                             ("max abs err", "right"), ("max rel err", "right"), ("reference", "left")):
+            table.add_column(col, justify=justify, no_wrap=col in ("status", "max abs err", "max rel err"),
+                             overflow="fold")  # a long path is shown whole, not cut with an ellipsis
+        for r in report.checks:
+            table.add_row(Text(STATUS_LABEL.get(r.status, r.status), style=STATUS_STYLE.get(r.status, "")),
+                          r.name, where(r), r.kind, fmt_error(r.max_abs_error) or "—",
+                          fmt_error(r.max_rel_error) or "—", r.reference or "—")
+        parts.append(table)
+    for r in report.checks:
+        if r.status != "pass" or r.notes:
+            parts.append(render_details(r))
+    parts.append(summary_line(report, seconds))
+    return Group(*parts)
+
+
+def render_details(r: CheckResult) -> Group:
+    """What went wrong in one check: message, the worst elements, the methods, the user's traceback."""
+    parts = []
+    head = Text("\n")
+    head.append(f"{STATUS_LABEL.get(r.status, r.status)} ", style=STATUS_STYLE.get(r.status, ""))
+    head.append(r.name, style="bold")
+    head.append(f" ({where(r)}, {r.kind}{', ' + r.mode if r.mode else ''})")
+    if r.message:
+        head.append(f"\n{r.message}")
+    parts.append(head)
+    if r.mismatches:
+        jac = any(m.output_index is not None for m in r.mismatches)
+        table = Table(header_style="bold", pad_edge=False, title_justify="left",
+                      title=f"worst elements ({min(len(r.mismatches), MAX_SHOWN)} of {len(r.mismatches)})"
+                      if len(r.mismatches) > MAX_SHOWN else None)
+        cols = ["input", "index"] + (["output"] if jac else []) + ["expected", "got", "abs err", "rel err"]
+        for col in cols:
+            table.add_column(col, justify="left" if col in ("input", "index", "output") else "right", no_wrap=True)
+        for m in r.mismatches[:MAX_SHOWN]:
+            row = [m.input, fmt_index(m.index)] + ([fmt_index(m.output_index)] if jac else [])
+            row += [fmt_number(m.expected), Text(fmt_number(m.got), style="red"), fmt_error(m.abs_error) or "—",
+                    fmt_error(m.rel_error) or "—"]
+            table.add_row(*row)
+        parts.append(table)
+    methods = _methods_text(r)
+    if methods:
+        parts.append(methods)
+    if r.notes:
+        notes = Text()
+        for n in r.notes:
+            notes.append(f"note: {n}\n", style="dim")
+        notes.rstrip()
+        parts.append(notes)
+    if r.traceback:
+        parts.append(Text(r.traceback.rstrip("\n"), style="red"))
+    return Group(*parts)
+
+
+def _methods_text(r: CheckResult) -> Text | None:
+    bad = [(k, m) for k, m in r.methods.items() if m.status not in ("ok", "used")]
+    if not bad or r.status == "pass":
+        return None
+    t = Text()
+    for k, m in bad:
+        t.append(f"{k}: ", style="bold")
+        t.append(m.status)
+        if m.max_rel_error is not None:
+            t.append(f", max rel err {fmt_error(m.max_rel_error)}")
+        if m.message:
+            t.append(f" ({m.message})")
+        t.append("\n")
+    t.rstrip()
+    return t
+
+
+def fmt_index(index) -> str:
+    if index is None:
+        return ""
+    index = tuple(index)
+    return "[" + ", ".join(str(i) for i in index) + "]" if index else "()"
+
+
+def summary_counts(report: CheckReport) -> str:
+    counts = {}
+    for r in report.checks:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    words = [f"{counts[s]} {w}" for s, w in SUMMARY_WORDS if counts.get(s)]
+    if report.errors:
+        n = len(report.errors)
+        words.append(f"{n} file error{'s' if n > 1 else ''}")
+    return ", ".join(words) or "no checks"
+
+
+def summary_line(report: CheckReport, seconds: float | None = None) -> Text:
+    code = report.exit_code
+    style = "bold green" if code == 0 else "bold yellow" if code == 3 else "bold red"
+    text = summary_counts(report) + (f" in {seconds:.2f} s" if seconds is not None else "")
+    return Text("\n" + text, style=style)
+
+
+def result_text(r: CheckResult) -> str:
+    """A check's outcome as plain text: the message, the worst elements, methods, the traceback."""
+    lines = [f"{r.name} ({where(r)}, {r.kind}): {r.status}" + (f": {r.message}" if r.message else "")]
+    if r.mismatches:
+        lines.append("worst elements:")
+        for m in r.mismatches[:MAX_SHOWN]:
+            out = f" output {fmt_index(m.output_index)}" if m.output_index is not None else ""
+            lines.append(f"  {m.input}{fmt_index(m.index)}{out}: expected {fmt_number(m.expected)}, "
+                         f"got {fmt_number(m.got)} (abs err {fmt_error(m.abs_error) or '—'}, "
+                         f"rel err {fmt_error(m.rel_error) or '—'})")
+        if len(r.mismatches) > MAX_SHOWN:
+            lines.append(f"  ... {len(r.mismatches) - MAX_SHOWN} more")
+    methods = _methods_text(r)
+    if methods:
+        lines.append(methods.plain)
+    lines.extend(f"note: {n}" for n in r.notes)
+    if r.traceback:
+        lines.append(r.traceback.rstrip("\n"))
+    return "\n".join(lines)

@@ -1,0 +1,87 @@
+"""JUnit XML for ``gradcli check --junit FILE``: one testcase per check, written atomically.
+
+``fail`` and ``inconclusive`` are <failure> (CI must not pass what was not verified), ``error`` is
+<error>, ``skipped``, ``nondifferentiable`` and ``undefined`` are <skipped> with the reason (nothing
+could be checked there; the exit code still says 3). A file that cannot be imported is an <error>
+testcase named after the file.
+"""
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import xml.etree.ElementTree as ET
+
+from ..checks.result import CheckReport
+from .check import result_text
+
+# XML 1.0 cannot hold most control characters, even escaped; a user's message may contain them
+_INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _clean(text) -> str:
+    return _INVALID_XML.sub("\ufffd", str(text))
+
+
+def classname(file: str) -> str:
+    """``examples/bugs/axis.py`` -> ``examples.bugs.axis`` (how CI dashboards group testcases)."""
+    stem = os.path.splitext(file)[0].replace("\\", "/").strip("/")
+    return ".".join(p for p in stem.split("/") if p not in ("", ".", "..")) or "gradcli"
+
+
+def junit_xml(report: CheckReport, seconds: float = 0.0) -> str:
+    summary = report.summary()
+    failures = sum(1 for c in report.checks if c.status in ("fail", "inconclusive"))
+    errors = summary["errors"] + len(report.errors)
+    skipped = sum(1 for c in report.checks if c.status in ("skipped", "nondifferentiable", "undefined"))
+    suites = ET.Element("testsuites", name="gradcli check", tests=str(len(report.checks) + len(report.errors)),
+                        failures=str(failures), errors=str(errors), skipped=str(skipped), time=f"{seconds:.3f}")
+    suite = ET.SubElement(suites, "testsuite", name="gradcli check",
+                          tests=suites.get("tests"), failures=str(failures), errors=str(errors),
+                          skipped=str(skipped), time=f"{seconds:.3f}")
+    for e in report.errors:
+        case = ET.SubElement(suite, "testcase", name=_clean(e["file"]), classname=_clean(classname(e["file"])),
+                             file=_clean(e["file"]), time="0")
+        if e.get("line") is not None:
+            case.set("line", str(e["line"]))
+        err = ET.SubElement(case, "error", message=_clean(e["message"]), type="collection")
+        err.text = _clean(f"{e['file']}: {e['message']}")
+    for r in report.checks:
+        case = ET.SubElement(suite, "testcase", name=_clean(r.name), classname=_clean(classname(r.file)),
+                             file=_clean(r.file), line=str(r.line or 0), time=f"{r.seconds:.3f}")
+        message = _clean(f"{r.status}: {r.message}" if r.message else r.status)
+        if r.status in ("fail", "inconclusive"):
+            el = ET.SubElement(case, "failure", message=message, type=r.status)
+            el.text = _clean(result_text(r))
+        elif r.status == "error":
+            el = ET.SubElement(case, "error", message=message, type="error")
+            el.text = _clean(result_text(r))
+        elif r.status in ("skipped", "nondifferentiable", "undefined"):
+            ET.SubElement(case, "skipped", message=message, type=r.status)
+        if r.notes:
+            out = ET.SubElement(case, "system-out")
+            out.text = _clean("\n".join(r.notes))
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and ``os.replace``: a
+    reader sees the old file or the complete new one, never half of one; nothing is left on failure."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would make the report private
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -1,0 +1,244 @@
+"""Structural operations: explicit jvp and vjp (linear maps) for shapes, indexing and selections.
+
+Two families cover most of numpy (contractions and norms are in :mod:`gradcli.trace.contract`):
+
+* reshape-like and axis permutations: the tangent goes through the same call, the adjoint through
+  the inverse one (reshape back, inverse permutation);
+* gathers (indexing, repeat, tile, concatenate, stack, pad, flip...): the call is applied once more to
+  arrays of flat *element numbers* of its operands, which says where every output element comes from;
+  the jvp reads tangents at those numbers and the vjp sums adjoints into them (``np.bincount``), so
+  repeated indices accumulate exactly as they should. Number -1 marks an element that comes from a
+  constant (a plain operand, padding, the zeros of ``np.diag``): derivative zero.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .array import NotTraceable, Traced, record, unwrap, value_of, write_into
+from .rules import unbroadcast
+
+
+def _traced_leaves(obj, out):
+    if isinstance(obj, Traced):
+        out.append(obj)
+    elif isinstance(obj, (list, tuple)):
+        for o in obj:
+            _traced_leaves(o, out)
+    return out
+
+
+# --- reshape-like and permutations ------------------------------------------------------------------
+def reshape_like(func):
+    """Calls that only change the shape (reshape, ravel, squeeze, expand_dims, atleast_*)."""
+
+    def rule(a, *args, **kwargs):
+        if kwargs.get("order", "C") not in ("C", "A"):
+            raise NotTraceable("order=")
+        shape = a.shape
+        return record(func(a._value, *args, **kwargs), [a], lambda ts: func(ts[0], *args, **kwargs),
+                      lambda g: [np.reshape(g, shape)])
+
+    return rule
+
+
+def transpose_rule(a, axes=None):
+    perm = tuple(range(a.ndim))[::-1] if axes is None else tuple(ax % a.ndim for ax in axes)
+    return record(np.transpose(a._value, perm), [a], lambda ts: np.transpose(ts[0], perm),
+                  lambda g: [np.transpose(g, np.argsort(perm))])
+
+
+def swapaxes_rule(a, axis1, axis2):
+    return record(np.swapaxes(a._value, axis1, axis2), [a], lambda ts: np.swapaxes(ts[0], axis1, axis2),
+                  lambda g: [np.swapaxes(g, axis1, axis2)])
+
+
+def moveaxis_rule(a, source, destination):
+    return record(np.moveaxis(a._value, source, destination), [a],
+                  lambda ts: np.moveaxis(ts[0], source, destination),
+                  lambda g: [np.moveaxis(g, destination, source)])
+
+
+def broadcast_to_rule(array, shape, subok=False):
+    shape0 = array.shape
+    return record(np.broadcast_to(array._value, shape), [array], lambda ts: np.broadcast_to(ts[0], shape),
+                  lambda g: [unbroadcast(g, shape0)])
+
+
+def copy_rule(a, *args, **kwargs):
+    return record(np.copy(a._value), [a], lambda ts: ts[0], lambda g: [g])
+
+
+def astype(a, dtype):
+    if dtype.kind not in "fc":  # int, bool: a constant (floor-like), derivative zero almost everywhere
+        return a._value.astype(dtype)
+    src = a.dtype
+    return record(a._value.astype(dtype), [a], lambda ts: ts[0].astype(dtype), lambda g: [g.astype(src)])
+
+
+def real_rule(val):
+    if not np.iscomplexobj(val._value):
+        return val
+    raise NotTraceable("complex input")
+
+
+def imag_rule(val):
+    if not np.iscomplexobj(val._value):
+        return np.zeros_like(val._value)
+    raise NotTraceable("complex input")
+
+
+# --- gathers ----------------------------------------------------------------------------------------
+def gather(value, operands, index):
+    """A node whose elements are copies of operands' elements or constants.
+
+    ``operands``: the Traced operands; ``index``: flat element numbers into their concatenation, -1 for
+    a constant. The jvp reads tangents there, the vjp sums adjoints back with bincount."""
+    sizes = [o.size for o in operands]
+    shapes = [o.shape for o in operands]
+    total = sum(sizes)
+    flat = np.where(index < 0, total, index).ravel()  # element `total` is the constant 0
+
+    def jvp(ts):
+        parts = [np.ravel(t) if t is not None else np.zeros(n, value.dtype) for t, n in zip(ts, sizes)]
+        vec = np.concatenate(parts + [np.zeros(1, parts[0].dtype)])
+        return vec[flat].reshape(index.shape)
+
+    def vjp(g):
+        g = np.ravel(g)
+        if np.iscomplexobj(g):
+            acc = (np.bincount(flat, g.real, total + 1) + 1j * np.bincount(flat, g.imag, total + 1))
+        else:
+            acc = np.bincount(flat, g, total + 1)
+        acc = acc[:total].astype(g.dtype, copy=False)
+        bounds = np.cumsum([0] + sizes)
+        return [acc[bounds[k]: bounds[k + 1]].reshape(shapes[k]) for k in range(len(operands))]
+
+    return record(value, operands, jvp, vjp)
+
+
+def _numbers(obj, operands, offsets):
+    """The argument structure with every operand replaced by its element numbers + 1 (0: constant)."""
+    if isinstance(obj, Traced):
+        k = next(i for i, o in enumerate(operands) if o is obj)
+        return np.arange(offsets[k] + 1, offsets[k] + 1 + obj.size).reshape(obj.shape)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_numbers(o, operands, offsets) for o in obj)
+    return np.zeros(np.shape(obj), np.int64)
+
+
+def gather_rule(func, data=(0,), **override):
+    """A call whose output elements are copies of its data arguments' elements (positions ``data``).
+
+    The call is made again on element numbers shifted by one, so that zeros the call inserts (diag,
+    triu, padding) come back as -1, the constant marker."""
+
+    def rule(*args, **kwargs):
+        operands = []
+        for i in data:
+            if i < len(args):
+                _traced_leaves(args[i], operands)
+        operands = list({id(o): o for o in operands}.values())
+        if not operands:  # the traced arguments are parameters (indices, counts): not differentiable
+            raise NotTraceable("traced non-data argument")
+        offsets = np.cumsum([0] + [o.size for o in operands])
+        value = func(*unwrap(args), **unwrap(kwargs))
+        nargs = [_numbers(a, operands, offsets) if i in data else unwrap(a) for i, a in enumerate(args)]
+        index = np.asarray(func(*nargs, **dict(unwrap(kwargs), **override))) - 1
+        return gather(value, operands, index)
+
+    return rule
+
+
+def _plain_key(key):
+    if isinstance(key, Traced):
+        return key._value
+    if isinstance(key, tuple):
+        return tuple(_plain_key(k) for k in key)
+    return key
+
+
+def getitem(x, key):
+    key = _plain_key(key)
+    value = x._value[key]
+    index = np.arange(x.size).reshape(x.shape)[key]
+    return gather(np.asarray(value), [x], np.asarray(index))
+
+
+def setitem(x, key, v):
+    key = _plain_key(key)
+    value = x._value.copy()
+    value[key] = value_of(v)
+    operands = [x] + ([v] if isinstance(v, Traced) and v is not x else [])
+    index = np.arange(1, x.size + 1).reshape(x.shape)
+    index[key] = np.arange(x.size + 1, x.size + 1 + v.size).reshape(v.shape) if len(operands) > 1 else 0
+    return gather(value, operands, index - 1)
+
+
+def pad_rule(array, pad_width, mode="constant", **kwargs):
+    if mode not in ("constant", "edge", "reflect", "symmetric", "wrap"):
+        raise NotTraceable(f"mode={mode!r}")
+    override = {"constant_values": 0} if mode == "constant" else {}
+    return gather_rule(np.pad, **override)(array, pad_width, mode=mode, **kwargs)
+
+
+def add_at(a, indices, b=None):
+    """np.add.at(a, indices, b), in place on ``a``: recorded as a new node that ``a`` then stands for."""
+    indices = _plain_key(indices)
+    va, vb = value_of(a), value_of(b)
+    value = np.array(va, dtype=np.result_type(va, vb))
+    np.add.at(value, indices, vb)
+    parents = [p for p in (a, b) if isinstance(p, Traced)]
+    ta, tb = isinstance(a, Traced), isinstance(b, Traced)
+    bshape = np.shape(vb)
+
+    def jvp(ts):
+        ts = list(ts)
+        t_a = ts.pop(0) if ta else None
+        t_b = ts.pop(0) if tb else None
+        out = np.zeros(value.shape, value.dtype) if t_a is None else np.array(t_a, dtype=np.result_type(t_a, value))
+        if t_b is not None:
+            np.add.at(out, indices, t_b)
+        return out
+
+    def vjp(g):
+        return ([g] if ta else []) + ([unbroadcast(g[indices], bshape)] if tb else [])
+
+    write_into(a, record(value, parents, jvp, vjp), call="np.add.at")
+
+
+# --- elementwise selections -------------------------------------------------------------------------
+def where_rule(condition, x=None, y=None):
+    if x is None and y is None:  # np.where(cond): indices, a constant
+        return np.where(value_of(condition))
+    cond = np.asarray(value_of(condition), bool)
+    vx, vy = value_of(x), value_of(y)
+    value = np.where(cond, vx, vy)
+    parents, sides = [], []
+    for p, keep in ((x, cond), (y, ~cond)):
+        if isinstance(p, Traced):
+            parents.append(p)
+            sides.append((keep, p.shape))
+
+    def jvp(ts):
+        acc = None
+        for t, (keep, _) in zip(ts, sides):
+            if t is not None:
+                c = np.where(keep, t, np.zeros((), np.asarray(t).dtype))
+                acc = c if acc is None else acc + c
+        return acc
+
+    def vjp(g):
+        return [unbroadcast(np.where(keep, g, np.zeros((), g.dtype)), shape) for keep, shape in sides]
+
+    return record(value, parents, jvp, vjp)
+
+
+def clip_rule(a, a_min=np._NoValue, a_max=np._NoValue, out=None, *, min=np._NoValue, max=np._NoValue,
+              **kwargs):
+    if out is not None or kwargs:
+        raise NotTraceable("out=")
+    lo = a_min if a_min is not np._NoValue else (min if min is not np._NoValue else None)
+    hi = a_max if a_max is not np._NoValue else (max if max is not np._NoValue else None)
+    # numpy's clip is minimum(maximum(a, lo), hi): the same values, the bounds' derivatives included
+    out = a if lo is None else np.maximum(a, lo)
+    return out if hi is None else np.minimum(out, hi)

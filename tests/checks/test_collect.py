@@ -1,0 +1,174 @@
+"""Collection: model files and folders -> CheckSpecs, with import failures as one-line error entries.
+
+These model files register by appending CheckSpecs themselves, so collection is tested on its own,
+whatever the registration API does on top.
+"""
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+
+from gradcli.checks.collect import collect, find_files, matches, module_name
+from gradcli.checks.spec import REGISTRY
+
+
+def model(path, *names, body="", value=None):
+    """A model file registering one check per name (each function returns ``value`` or its name)."""
+    lines = ["from gradcli.checks.spec import CheckSpec, REGISTRY", body]
+    for i, name in enumerate(names):
+        lines += [f"def {name}(x):", f"    return {value!r}" if value is not None else f"    return {name!r}",
+                  f"REGISTRY.append(CheckSpec(name={name!r}, fn={name}, file=__file__, line={3 + 3 * i}, "
+                  "inputs={'x': (3,)}))"]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_a_file_and_its_checks(tmp_path):
+    f = model(tmp_path / "m.py", "loss", "layer")
+    before = len(REGISTRY)
+    specs, errors = collect([f])
+    assert errors == []
+    assert [s.name for s in specs] == ["loss", "layer"]
+    assert [s.fn(None) for s in specs] == ["loss", "layer"]
+    assert len(REGISTRY) == before + 2  # the registry keeps the originals; collect returns copies
+
+
+def test_folders_are_searched_recursively_and_sorted(tmp_path):
+    model(tmp_path / "b.py", "fb")
+    model(tmp_path / "a" / "z.py", "fz")
+    model(tmp_path / "a.py", "fa")
+    model(tmp_path / ".hidden" / "h.py", "fh")
+    model(tmp_path / "__pycache__" / "c.py", "fc")
+    model(tmp_path / "venv1" / "lib" / "v.py", "fv")
+    (tmp_path / "venv1" / "pyvenv.cfg").write_text("home = /usr\n")
+    (tmp_path / "helper.py").write_text("X = 1\n")  # does not use gradcli: not a model file
+    (tmp_path / "notes.txt").write_text("gradcli\n")
+    files, errors = find_files([tmp_path])
+    assert errors == []
+    assert [p.replace(str(tmp_path), "") for p in files] == ["/a/z.py", "/a.py", "/b.py"]  # by path component
+    specs, errors = collect([tmp_path])
+    assert [s.name for s in specs] == ["fz", "fa", "fb"]
+
+
+def test_same_function_name_in_two_files_does_not_collide(tmp_path):
+    model(tmp_path / "a" / "net.py", "loss", value=1)
+    model(tmp_path / "b" / "net.py", "loss", value=2)
+    model(tmp_path / "b" / "other.py", "unique")
+    specs, errors = collect([tmp_path])
+    assert errors == []
+    names = [s.name for s in specs]
+    assert len(set(names)) == 3 and "unique" in names
+    by_name = {s.name: s for s in specs}
+    a = next(n for n in names if n.endswith("a/net.py::loss"))
+    b = next(n for n in names if n.endswith("b/net.py::loss"))
+    assert by_name[a].fn(0) == 1 and by_name[b].fn(0) == 2  # two modules, two functions
+    assert module_name(str(tmp_path / "a" / "net.py")) != module_name(str(tmp_path / "b" / "net.py"))
+
+
+def test_a_name_twice_in_one_file_is_numbered(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text(textwrap.dedent("""
+        from gradcli.checks.spec import CheckSpec, REGISTRY
+        def loss(x):
+            return x
+        REGISTRY.append(CheckSpec(name="loss", fn=loss, file=__file__, line=3, inputs={"x": 1.0}))
+        REGISTRY.append(CheckSpec(name="loss", fn=loss, file=__file__, line=3, inputs={"x": 2.0}))
+    """))
+    specs, _ = collect([f])
+    assert [s.name for s in specs] == ["loss", "loss[2]"]
+
+
+def test_sibling_imports_work_and_sys_path_is_restored(tmp_path):
+    (tmp_path / "helpers_for_gradcli_test.py").write_text("SCALE = 3\n")
+    f = model(tmp_path / "m.py", "loss", body="from helpers_for_gradcli_test import SCALE")
+    path_before = list(sys.path)
+    specs, errors = collect([f])
+    assert errors == [] and [s.name for s in specs] == ["loss"]
+    assert sys.path == path_before
+    sys.modules.pop("helpers_for_gradcli_test", None)
+
+
+def test_a_model_importing_a_sibling_model_does_not_duplicate_its_checks(tmp_path):
+    model(tmp_path / "base_model.py", "loss")
+    (tmp_path / "user_model.py").write_text(textwrap.dedent("""
+        import gradcli
+        from base_model import loss
+        from gradcli.checks.spec import CheckSpec, REGISTRY
+        def other(x):
+            return x
+        REGISTRY.append(CheckSpec(name="other", fn=other, file=__file__, line=5, inputs={"x": 1.0}))
+    """))
+    specs, errors = collect([tmp_path])
+    assert errors == []
+    assert sorted(s.name for s in specs) == ["loss", "other"]
+    sys.modules.pop("base_model", None)
+
+
+@pytest.mark.parametrize("source, kind, line, snippet", [
+    ("import gradcli\nx = 1 / 0\n", "ZeroDivisionError", 2, "x = 1 / 0"),
+    ("import gradcli\ndef f(:\n    pass\n", "SyntaxError", 2, "def f(:"),
+    ("import gradcli\nimport no_such_module_for_gradcli\n", "ModuleNotFoundError", 2, "import no_such"),
+    ("import gradcli\ndef g():\n    raise ValueError('bad\\nsecond line')\ng()\n", "ValueError", 3, "raise ValueError"),
+])
+def test_an_import_failure_is_one_line_with_the_users_line(tmp_path, source, kind, line, snippet):
+    f = tmp_path / "bad.py"
+    f.write_text(source)
+    specs, errors = collect([f])
+    assert specs == []
+    (e,) = errors
+    assert e["file"].endswith("bad.py")
+    assert kind in e["message"] and snippet in e["message"] and f"line {line}" in e["message"]
+    assert e["line"] == line
+    assert "\n" not in e["message"] and "Traceback" not in e["message"]
+
+
+def test_sys_exit_on_import_is_an_error_not_an_exit(tmp_path):
+    f = tmp_path / "script.py"
+    f.write_text("import sys, gradcli\nsys.exit(4)\n")
+    specs, errors = collect([f])
+    assert specs == [] and "__main__" in errors[0]["message"]
+
+
+def test_a_failed_import_registers_nothing(tmp_path):
+    f = model(tmp_path / "half.py", "loss", body="")
+    f.write_text(f.read_text() + "raise RuntimeError('late')\n")
+    before = len(REGISTRY)
+    specs, errors = collect([f])
+    assert specs == [] and len(errors) == 1 and len(REGISTRY) == before
+
+
+def test_files_that_register_nothing_and_paths_that_do_not_exist(tmp_path):
+    f = tmp_path / "empty_model.py"
+    f.write_text("import gradcli\n")
+    txt = tmp_path / "data.txt"
+    txt.write_text("")
+    empty = tmp_path / "empty_dir"
+    empty.mkdir()
+    specs, errors = collect([f, tmp_path / "missing.py", txt, empty])
+    assert specs == []
+    messages = [e["message"] for e in errors]
+    assert any("no such file" in m for m in messages)
+    assert any("not a Python file" in m for m in messages)
+    assert any("no model files" in m for m in messages)
+    assert any("registers no checks" in m for m in messages)
+
+
+def test_pattern_filters_after_collection(tmp_path):
+    model(tmp_path / "mlp.py", "mlp_loss", "mlp_bias")
+    model(tmp_path / "attn.py", "attention")
+    specs, _ = collect([tmp_path], pattern="MLP and not bias")
+    assert [s.name for s in specs] == ["mlp_loss"]
+    specs, _ = collect([tmp_path], pattern="attn.py")  # the file name matches too, as in pytest
+    assert [s.name for s in specs] == ["attention"]
+
+
+@pytest.mark.parametrize("pattern, expected", [
+    ("loss", True), ("LOSS", True), ("grad", False), ("not grad", True), ("loss and not mlp", False),
+    ("mlp or grad", True), ("(grad or bias) and loss", False), ("not (grad or bias)", True),
+    ("model.py", True), ("mlp and", True), ("((", True),
+])
+def test_matches(pattern, expected):
+    assert matches(pattern, "mlp_loss", "models/model.py") is expected

@@ -1,0 +1,92 @@
+"""The pytest plugin: ``pytest --gradcli model.py`` and ``@pytest.mark.gradcli(...)`` run registered checks."""
+from __future__ import annotations
+
+import textwrap
+from importlib.metadata import entry_points
+
+pytest_plugins = ["pytester"]
+# the inner runs need neither hypothesis (a second or more to import in a fresh run) nor a cache
+QUICK = ("-p", "no:hypothesispytest", "-p", "no:cacheprovider")
+
+MODEL = textwrap.dedent('''
+    import numpy as np
+    import gradcli
+
+
+    @gradcli.check(x=(3,))
+    def cube(x):
+        return np.sum(x ** 3)
+
+
+    @cube.grad
+    def cube_grad(x):
+        return 3 * x ** 2
+
+
+    @gradcli.check(x=(4,))
+    def square(x):
+        return np.sum(x ** 2)
+
+
+    @square.grad
+    def square_grad(x):
+        return x  # should be 2 * x
+''')
+
+
+def test_the_plugin_is_registered_as_an_entry_point():
+    eps = entry_points(group="pytest11")
+    assert any(ep.name == "gradcli" and ep.value == "gradcli.pytest_plugin" for ep in eps)
+
+
+def test_gradcli_option_collects_one_test_per_check(pytester):
+    pytester.makepyfile(model=MODEL)
+    result = pytester.runpytest("--gradcli", "model.py", "-v", *QUICK)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*model.py::cube PASSED*", "*model.py::square FAILED*"])
+    result.stdout.fnmatch_lines(["*square*fail*", "*x[[]*expected*got*"])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_without_the_option_model_files_are_left_alone(pytester):
+    pytester.makepyfile(model=MODEL, test_other="def test_ok():\n    assert True\n")
+    result = pytester.runpytest(*QUICK)
+    result.assert_outcomes(passed=1)
+
+
+def test_test_files_are_not_taken_for_models(pytester):
+    pytester.makepyfile(test_uses_gradcli="import gradcli\n\ndef test_ok():\n    assert gradcli\n")
+    pytester.mkdir("models").joinpath("m.py").write_text(MODEL)
+    result = pytester.runpytest("--gradcli", ".", *QUICK)
+    result.assert_outcomes(passed=2, failed=1)
+
+
+def test_a_model_that_cannot_be_imported_is_a_collection_error(pytester):
+    pytester.makepyfile(broken="import gradcli\nraise RuntimeError('oops')\n")
+    result = pytester.runpytest("--gradcli", "broken.py", *QUICK)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*broken.py*RuntimeError: oops*"])
+
+
+def test_the_marker_runs_checks_in_a_test(pytester):
+    pytester.mkdir("models").joinpath("m.py").write_text(MODEL)
+    pytester.makepyfile(test_models='''
+        import pytest
+
+        @pytest.mark.gradcli("models/m.py")
+        def test_all():
+            pass
+
+        @pytest.mark.gradcli("models/", k="cube")
+        def test_cube_only():
+            pass
+
+        @pytest.mark.gradcli("models/nothing_here.py")
+        def test_missing():
+            pass
+    ''')
+    result = pytester.runpytest("-v", *QUICK)
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(["*test_all FAILED*", "*test_cube_only PASSED*", "*test_missing FAILED*"])
+    result.stdout.fnmatch_lines(["*square*fail*"])
+    result.stdout.fnmatch_lines(["*nothing_here.py: no such file or directory*"])

@@ -1,0 +1,55 @@
+"""gradcli.testing.assert_gradients: pass silently, fail with a readable message."""
+import numpy as np
+import pytest
+
+from gradcli.checks.spec import REGISTRY
+from gradcli.testing import assert_gradients
+
+
+def loss(x, w):
+    return np.sum(np.tanh(x @ w))
+
+
+def loss_grad(x, w):
+    d = 1 - np.tanh(x @ w) ** 2
+    return d @ w.T, x.T @ d
+
+
+def test_correct_gradient_passes_and_registers_nothing():
+    before = len(REGISTRY)
+    result = assert_gradients(loss, grad=loss_grad, x=(3, 4), w=(4, 2))
+    assert result.status == "pass" and len(REGISTRY) == before
+    assert not hasattr(loss, "grad")
+
+
+def test_message_names_input_index_expected_and_got():
+    def bad_grad(x, w):
+        dx, dw = loss_grad(x, w)
+        dw = dw.copy()
+        dw[2, 1] *= 1.01
+        return dx, dw
+
+    with pytest.raises(AssertionError) as info:
+        assert_gradients(loss, grad=bad_grad, x=(3, 4), w=(4, 2))
+    text = str(info.value)
+    assert "FAIL" in text and "w[2, 1]" in text
+    header, row = [line for line in text.splitlines() if line.startswith("  ")][:2]
+    assert header.split() == ["input", "index", "expected", "got", "abs", "error", "rel", "error"]
+    assert row.split()[:3] == ["w", "[2,", "1]"]
+
+
+def test_vjp_options_and_expressions():
+    assert_gradients(np.tanh, vjp=lambda g, x: g * (1 - np.tanh(x) ** 2), inputs={"x": (4, 3)}, rtol=1e-8)
+    assert_gradients("x*sin(y)", grad={"x": "sin(y)", "y": "x*cos(y)"}, x=1.5, y=2.0)
+    with pytest.raises(AssertionError, match="raised ZeroDivisionError"):
+        assert_gradients(lambda x: np.sum(x ** 2), grad=lambda x: 1 / 0, x=(3,))
+
+
+def test_errors_show_the_users_traceback():
+    def model(x):
+        return np.sum(x) + undefined_thing  # noqa: F821
+
+    with pytest.raises(AssertionError) as info:
+        assert_gradients(model, grad=lambda x: np.ones(3), x=(3,))
+    text = str(info.value)
+    assert "ERROR" in text and "NameError" in text and "in model" in text
