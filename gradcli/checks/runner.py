@@ -142,8 +142,15 @@ class _Check:
         self.base = {k: (v.astype(np.float64) if v.dtype.kind == "f" else v) for k, v in inputs.items()}
         try:
             self.f0 = np.asarray(self.call(self.base), dtype=np.float64).ravel()
+            again = np.asarray(self.call(self.base), dtype=np.float64).ravel()
         except Exception as exc:  # noqa: BLE001
             self.stop("error", f"the function raised in float64: {type(exc).__name__}: {exc}", exc)
+        if again.shape != self.f0.shape or not np.array_equal(again, self.f0, equal_nan=True):
+            # finite differences of a function that moves between calls measure its randomness
+            diff = float(np.max(np.abs(again - self.f0))) if again.shape == self.f0.shape else float("nan")
+            self.stop("inconclusive", f"the function returns different values for the same inputs (they differ "
+                                      f"by {diff:.3g}): seed its randomness (e.g. a fixed dropout mask) so that "
+                                      "its gradient can be checked")
         self.scalar = self.m == 1
         mode = self.opts.get("mode", "auto")
         if mode == "auto":

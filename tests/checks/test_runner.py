@@ -279,3 +279,14 @@ def test_result_serializes():
     d = r.to_dict()
     assert d["status"] == "fail" and d["mismatches"][0]["input"] == "w"
     assert set(d["methods"]) >= {"hand_written", "richardson"}
+
+
+def test_a_function_with_unseeded_randomness_is_inconclusive_not_failed():
+    rng = np.random.default_rng()
+
+    def noisy(x):
+        return np.sum(x ** 2) * (1 + 1e-6 * rng.random())
+
+    r = run(noisy, grad=lambda x: 2 * x, x=(50,))
+    assert r.status == "inconclusive"
+    assert "different values for the same inputs" in r.message
