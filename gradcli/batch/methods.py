@@ -13,7 +13,8 @@ import numpy as np
 
 from ..graph import Graph, evaluate
 from ..methods.forward import Dual, DualOps
-from ..methods.numeric import RIDDERS_CON, RIDDERS_H0, RIDDERS_SAFE, RIDDERS_CREDIBLE, ESTIMATE_GAP
+from ..methods import numeric
+from ..methods.numeric import ESTIMATE_GAP, RIDDERS_CON, RIDDERS_H0
 from ..primitives import PRIMITIVES, NumericOps
 
 #: Ridders' tableau in batch: fewer rows than at one point (8 instead of 14): steps from h0 to h0/128.
@@ -274,23 +275,7 @@ def richardson(graph: Graph, inputs: dict, xp, dtype, central_result, n: int | N
         D = [(F[:, r] - F[:, rows + r]) / (2 * hs[r]) for r in range(rows)]
         if f0 is None:
             f0 = xp.abs(outputs(graph, inputs, xp, dtype, N))
-        best = xp.full((m, N), xp.nan, dtype=dtype)
-        err = xp.full((m, N), xp.inf, dtype=dtype)
-        done = xp.zeros((m, N), dtype=bool)
-        prev = [D[0]]
-        for i in range(1, rows):
-            cur = [D[i]]
-            fac = RIDDERS_CON ** 2
-            for j in range(1, i + 1):
-                cur.append((cur[j - 1] * fac - prev[j - 1]) / (fac - 1))
-                fac *= RIDDERS_CON ** 2
-                errt = xp.maximum(xp.abs(cur[j] - cur[j - 1]), xp.abs(cur[j] - prev[j - 1]))
-                take = ~done & xp.isfinite(errt) & (errt <= err)
-                best = xp.where(take, cur[j], best)
-                err = xp.where(take, errt, err)
-            credible = err <= RIDDERS_CREDIBLE * xp.abs(best)
-            done |= credible & (xp.abs(cur[i] - prev[i - 1]) >= RIDDERS_SAFE * err)
-            prev = cur
+        best, err = numeric.ridders(lambda i: D[i], rows, (m, N), xp=xp, dtype=dtype)
         err = err + 8 * eps * (xp.abs(best) + f0 / h0[None, :])
         gap = xp.abs(best - Jc[:, k]) - ESTIMATE_GAP * Ec[:, k]
         err = xp.where(xp.isfinite(gap), xp.maximum(err, gap), err)

@@ -183,25 +183,7 @@ def richardson(graph: Graph, point: dict) -> NumericResult:
     Fv = _stencil(graph, x, deltas)
     D = [(Fv[:, 2 * k] - Fv[:, 2 * k + 1]) / (2 * hs[k]) for k in range(RIDDERS_ROWS)]
 
-    shape = D[0].shape
-    best = np.full(shape, np.nan)
-    err = np.full(shape, np.inf)
-    done = np.zeros(shape, dtype=bool)
-    prev = [D[0]]
-    for i in range(1, RIDDERS_ROWS):
-        cur = [D[i]]
-        fac = RIDDERS_CON ** 2
-        for j in range(1, i + 1):
-            cur.append((cur[j - 1] * fac - prev[j - 1]) / (fac - 1))
-            fac *= RIDDERS_CON ** 2
-            errt = np.maximum(np.abs(cur[j] - cur[j - 1]), np.abs(cur[j] - prev[j - 1]))
-            take = ~done & np.isfinite(errt) & (errt <= err)
-            best = np.where(take, cur[j], best)
-            err = np.where(take, errt, err)
-        # the top order got worse by a factor SAFE after a credible estimate: round-off has taken over
-        credible = err <= RIDDERS_CREDIBLE * np.abs(best)
-        done |= credible & (np.abs(cur[i] - prev[i - 1]) >= RIDDERS_SAFE * err)
-        prev = cur
+    best, err = ridders(lambda i: D[i], RIDDERS_ROWS, D[0].shape)
     f0 = np.abs(_stencil(graph, x, np.zeros((1, x.size)))[:, 0, :1])
     err = err + 8 * eps * (np.abs(best) + f0 / h0)  # the extrapolated value still carries f's rounding
     # cross-check with plain central differences: a gap beyond central's own error bound means the
@@ -214,6 +196,35 @@ def richardson(graph: Graph, point: dict) -> NumericResult:
         res.status = "unavailable"
         res.message = "no finite Richardson estimate: the stencil leaves the domain of the function"
     return res
+
+
+def ridders(row, n_rows: int, shape, xp=np, dtype=np.float64, done=None):
+    """Ridders' tableau over central differences at steps h, h/2, h/4, ...; ``row(i)`` gives the
+    differences at h/2**i (computed lazily, so a caller may stop early). Each column cancels one more
+    power of h**2; the entry with the smallest change between neighbouring orders is the estimate and
+    that change its error estimate. An entry stops once the top order got worse by a factor SAFE
+    after a credible estimate (round-off has taken over), or where ``done`` is set from the start.
+    -> (best, err), both of ``shape``."""
+    best = xp.full(shape, xp.nan, dtype=dtype)
+    err = xp.full(shape, xp.inf, dtype=dtype)
+    done = xp.zeros(shape, dtype=bool) if done is None else done.copy()
+    prev = [row(0)]
+    for i in range(1, n_rows):
+        cur = [row(i)]
+        fac = RIDDERS_CON ** 2
+        for j in range(1, i + 1):
+            cur.append((cur[j - 1] * fac - prev[j - 1]) / (fac - 1))
+            fac *= RIDDERS_CON ** 2
+            errt = xp.maximum(xp.abs(cur[j] - cur[j - 1]), xp.abs(cur[j] - prev[j - 1]))
+            take = ~done & xp.isfinite(errt) & (errt <= err)
+            best = xp.where(take, cur[j], best)
+            err = xp.where(take, errt, err)
+        credible = err <= RIDDERS_CREDIBLE * xp.abs(best)
+        done |= credible & (xp.abs(cur[i] - prev[i - 1]) >= RIDDERS_SAFE * err)
+        prev = cur
+        if bool(done.all()):
+            break
+    return best, err
 
 
 def holomorphic_blockers(graph: Graph) -> list[str]:
