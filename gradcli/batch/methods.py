@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import Graph, evaluate
-from ..methods.forward import Dual, DualOps
+from ..methods.forward import Dual, DualOps, sweep
 from ..methods import numeric
 from ..methods.numeric import ESTIMATE_GAP, RIDDERS_CON, RIDDERS_H0
 from ..primitives import PRIMITIVES, NumericOps
@@ -50,35 +50,13 @@ def forward(graph: Graph, inputs: dict, xp, dtype, jiggle=None, n: int | None = 
     """
     N = _n_points(inputs, n)
     nv = len(graph.variables)
-    eps = eps_of(dtype)
     eye = xp.eye(nv, dtype=dtype)
-    column = {v: k for k, v in enumerate(graph.variables)}
-    ops = DualOps(xp)
-    vals: dict = {}
-    last = graph.last_use
-    for i, node in enumerate(graph.nodes):
-        if node.op == "var":
-            k = column[node.attr]
-            vals[i] = Dual(inputs[node.attr], eye[:, k:k + 1])
-        elif node.op == "const":
-            c = dtype(node.attr.value)
-            if jiggle is not None and node.attr.exact() != node.attr.value:
-                c = dtype(c * (1 + eps * jiggle[i, 0]))
-            vals[i] = c
-        else:
-            d = ops.apply(node.op, *(vals[a] for a in node.args))
-            if jiggle is not None:
-                up, tu = 1 + eps * jiggle[i, 0], 1 + eps * jiggle[i, 1]
-                d = Dual(d.value * up, d.tangent * tu) if isinstance(d, Dual) else d * up
-            vals[i] = d
-            for a in set(node.args):
-                if last[a] == i:
-                    del vals[a]
+    seeds = {v: Dual(inputs[v], eye[:, k:k + 1]) for k, v in enumerate(graph.variables)}
+    outs = sweep(graph, seeds, DualOps(xp), dtype=dtype, jiggle=jiggle)
     m = len(graph.outputs)
     V = xp.empty((m, N), dtype=dtype)
     J = xp.zeros((m, nv, N), dtype=dtype)
-    for j, o in enumerate(graph.outputs):
-        d = vals[o]
+    for j, d in enumerate(outs):
         v, t = (d.value, d.tangent) if isinstance(d, Dual) else (d, None)
         V[j] = xp.broadcast_to(xp.asarray(v, dtype=dtype), (N,))
         if t is not None and nv:

@@ -88,42 +88,48 @@ class DualOps(Ops):
 F = DualOps()
 
 
-_EPS = np.finfo(np.float64).eps
+def sweep(graph: Graph, seeds: dict, ops: DualOps = F, dtype=np.float64, jiggle=None) -> list:
+    """Push dual numbers through ``graph``: ``seeds`` maps each variable to its Dual; returns the outputs
+    (Dual, or a plain number for an output that depends on no variable). Values may be numbers or
+    arrays, so the same loop serves one point and a batch. With ``jiggle`` (signs, shape (nodes, 2)),
+    every computed value and tangent, and every inexact constant, gets one extra rounding error of one
+    ulp in that direction: see :func:`rounding_spread`."""
+    eps = np.finfo(dtype).eps
+    vals: dict[int, object] = {}
+    last = graph.last_use
+    for i, node in enumerate(graph.nodes):
+        if node.op == "var":
+            vals[i] = seeds[node.attr]
+        elif node.op == "const":
+            c = dtype(node.attr.value)
+            exact = jiggle is None or node.attr.exact() == node.attr.value
+            vals[i] = c if exact else dtype(c * (1 + eps * jiggle[i, 0]))
+        else:
+            d = ops.apply(node.op, *(vals[a] for a in node.args))
+            if jiggle is not None:
+                up, tu = 1 + eps * jiggle[i, 0], 1 + eps * jiggle[i, 1]
+                d = Dual(d.value * up, d.tangent * tu) if isinstance(d, Dual) else d * up
+            vals[i] = d
+            for a in set(node.args):
+                if last[a] == i:
+                    del vals[a]
+    return [vals[o] for o in graph.outputs]
 
 
 def jacobian(graph: Graph, point: dict, jiggle: np.ndarray | None = None) -> tuple[list, np.ndarray]:
     """Values and the Jacobian (rows = outputs, columns = ``graph.variables``) in one forward sweep.
 
     Each variable is seeded with a unit tangent vector, so tangents have one entry per variable.
-    With ``jiggle`` (signs, shape (nodes, 2)), every computed value and tangent, and every inexact
-    constant, gets one extra rounding error of one ulp in that direction: see :func:`rounding_spread`.
+    ``jiggle``: see :func:`sweep`.
     """
     n = len(graph.variables)
     eye = np.eye(n)
-    column = {v: k for k, v in enumerate(graph.variables)}
-    ops = F
-    vals: dict[int, object] = {}
-    last = graph.last_use
+    seeds = {v: Dual(np.float64(point[v]), eye[k]) for k, v in enumerate(graph.variables)}
     with np.errstate(all="ignore"):
-        for i, node in enumerate(graph.nodes):
-            if node.op == "var":
-                vals[i] = Dual(np.float64(point[node.attr]), eye[column[node.attr]])
-            elif node.op == "const":
-                c = np.float64(node.attr.value)
-                exact = jiggle is None or node.attr.exact() == c
-                vals[i] = c if exact else c * (1 + _EPS * jiggle[i, 0])
-            else:
-                d = ops.apply(node.op, *(vals[a] for a in node.args))
-                if jiggle is not None:
-                    up, tu = 1 + _EPS * jiggle[i, 0], 1 + _EPS * jiggle[i, 1]
-                    d = Dual(d.value * up, d.tangent * tu) if isinstance(d, Dual) else d * up
-                vals[i] = d
-                for a in set(node.args):
-                    if last[a] == i:
-                        del vals[a]
+        outs = sweep(graph, seeds, jiggle=jiggle)
     values, rows = [], []
-    for o in graph.outputs:
-        v, t = _split(vals[o])
+    for out in outs:
+        v, t = _split(out)
         values.append(float(v))
         rows.append(np.zeros(n) if t is None else np.broadcast_to(np.asarray(t, dtype=float), (n,)))
     return values, np.array(rows, dtype=float).reshape(len(graph.outputs), n)
