@@ -6,7 +6,7 @@ import math
 from .compare import compare_point
 from .errors import BadInput
 from .graph import Graph
-from .report import GradReport
+from .report import GradReport, HessianReport
 
 
 def _parse(expr: str) -> Graph:
@@ -49,7 +49,7 @@ def prepare(expr: str, point: dict) -> tuple[Graph, dict, list]:
 
 
 def grad(expr: str, point: dict | None = None, *, methods=None, rtol=None, atol=None, timeout=5.0,
-         **values) -> GradReport:
+         direction=None, **values) -> GradReport:
     """The gradient of ``expr`` at a point, by every method, with errors and a verdict.
 
     >>> r = grad("x**2*sin(y)", x=1.5, y=0.3)
@@ -57,8 +57,56 @@ def grad(expr: str, point: dict | None = None, *, methods=None, rtol=None, atol=
     ('agree', 0.886561)
 
     ``r.to_dict()`` is exactly the ``gradcli grad --json`` document. Pass ``point={...}`` for variable
-    names that clash with the keyword options. Raises :class:`gradcli.BadInput` on bad input.
+    names that clash with the keyword options; ``direction`` (a sequence in variable order, or a dict
+    by name) adds each method's directional derivative J·v. Raises :class:`gradcli.BadInput` on bad input.
     """
     graph, clean, warnings = prepare(expr, {**(point or {}), **values})
+    v = None if direction is None else direction_vector(graph, direction)
     return compare_point(graph, clean, expression=expr, methods=methods, rtol=rtol, atol=atol,
-                         timeout=timeout, warnings=warnings)
+                         timeout=timeout, warnings=warnings, direction=v)
+
+
+def hessian(expr: str, point: dict | None = None, *, methods=None, rtol=None, atol=None, timeout=5.0,
+            direction=None, **values) -> HessianReport:
+    """The Hessian of the scalar expression ``expr`` at a point: forward-over-reverse,
+    reverse-over-forward, central differences of the reverse gradient and sympy, with errors,
+    symmetry, eigenvalues, definiteness and a verdict.
+
+    >>> r = hessian("x**2 - y**2", x=0.0, y=0.0)
+    >>> r.status, r.definiteness, r.hessian.tolist()
+    ('agree', 'saddle', [[2.0, 0.0], [0.0, -2.0]])
+
+    ``r.to_dict()`` is exactly the ``gradcli hessian --json`` document; ``direction`` (a sequence in
+    variable order, or a dict by name) adds grad·v and H·v per method. Raises :class:`gradcli.BadInput`
+    on bad input, including a vector-valued expression.
+    """
+    from .hessian_compare import compare_hessian, require_scalar
+
+    graph, clean, warnings = prepare(expr, {**(point or {}), **values})
+    require_scalar(graph)
+    v = None if direction is None else direction_vector(graph, direction)
+    return compare_hessian(graph, clean, expression=expr, methods=methods, rtol=rtol, atol=atol,
+                           timeout=timeout, warnings=warnings, direction=v)
+
+
+def direction_vector(graph: Graph, direction) -> list:
+    """A direction as one float per variable: from a sequence in variable order, or a dict by name
+    (variables it does not name are 0)."""
+    names = graph.variables
+    if isinstance(direction, dict):
+        extra = [k for k in direction if k not in names]
+        if extra:
+            raise BadInput(f"--direction: {', '.join(extra)} is not a variable of the expression")
+        values = [direction.get(v, 0.0) for v in names]
+    else:
+        values = list(direction)
+        if len(values) != len(names):
+            raise BadInput(f"--direction has {len(values)} component(s), the expression {len(names)} "
+                           f"variable(s) ({', '.join(names) or 'none'})")
+    try:
+        out = [float(v) for v in values]
+    except (TypeError, ValueError):
+        raise BadInput("--direction: every component must be a real number") from None
+    if not all(math.isfinite(v) for v in out):
+        raise BadInput("--direction: every component must be finite")
+    return out

@@ -24,7 +24,7 @@ from .diagnose import diagnose
 from .graph import Graph, node_values
 from .methods import forward, numeric, reverse, symbolic
 from .primitives import PRIMITIVES, NumericOps
-from .report import METHOD_ORDER, Diagnostic, GradReport, MethodResult
+from .report import METHOD_ORDER, Diagnostic, Directional, GradReport, MethodResult, relative_error
 
 #: Default (rtol, atol) per method. AD and complex step are exact up to rounding; the differences
 #: are as good as their step allows, and their own error estimate is added on top.
@@ -42,8 +42,8 @@ ROUNDING_SAFETY = 10.0
 SUBNORMAL = 16 * np.finfo(np.float64).tiny
 
 
-def parse_methods(names) -> list[str]:
-    """``["forward,reverse", "central"]`` -> validated names in the canonical order."""
+def parse_methods(names, order=METHOD_ORDER) -> list[str]:
+    """``["forward,reverse", "central"]`` -> validated names in the canonical ``order``."""
     wanted = []
     for item in names or ():
         for name in str(item).split(","):
@@ -51,12 +51,12 @@ def parse_methods(names) -> list[str]:
             if not name:
                 continue
             if name == "all":
-                wanted.extend(METHOD_ORDER)
+                wanted.extend(order)
                 continue
-            if name not in METHOD_ORDER:
-                raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHOD_ORDER)}")
+            if name not in order:
+                raise ValueError(f"unknown method {name!r}; choose from {', '.join(order)}")
             wanted.append(name)
-    return [m for m in METHOD_ORDER if m in wanted] if wanted else list(METHOD_ORDER)
+    return [m for m in order if m in wanted] if wanted else list(order)
 
 
 def magnitudes(graph: Graph, point: dict) -> np.ndarray:
@@ -113,10 +113,22 @@ def _errors(J, ref_exact, ref):
 
 
 def compare_point(graph: Graph, point: dict, expression: str = "", methods=None, rtol=None, atol=None,
-                  timeout: float | None = symbolic.DEFAULT_TIMEOUT, warnings=()) -> GradReport:
-    """Every selected method at ``point``, with errors against the reference and the verdict."""
+                  timeout: float | None = symbolic.DEFAULT_TIMEOUT, warnings=(), direction=None) -> GradReport:
+    """Every selected method at ``point``, with errors against the reference and the verdict.
+
+    ``direction`` (one number per variable) adds each method's directional derivative J·v."""
     with np.errstate(all="ignore"):  # inf and nan are findings here, reported through the statuses
-        return _compare(graph, point, expression, methods, rtol, atol, timeout, warnings)
+        report = _compare(graph, point, expression, methods, rtol, atol, timeout, warnings)
+        if direction is not None:
+            v = np.asarray(direction, dtype=float)
+            report.direction = v
+            ref = None if report.reference_jacobian is None else report.reference_jacobian @ v
+            for name, m in report.methods.items():
+                if m.jacobian is not None:
+                    got = m.jacobian @ v
+                    err = None if ref is None or name == report.reference else relative_error(got, ref)
+                    report.directional[name] = Directional(got, err)
+        return report
 
 
 def _compare(graph, point, expression, methods, rtol, atol, timeout, warnings) -> GradReport:
@@ -159,7 +171,8 @@ def _compare(graph, point, expression, methods, rtol, atol, timeout, warnings) -
         spread = forward.rounding_spread(graph, point)
     except Exception:  # forward mode itself failed: its own result says so
         spread = np.zeros_like(scale)
-    _ill_conditioned(graph, ref, scale, spread, diags, bad_deriv)
+    ill_conditioned(ref, scale, spread, diags, bad_deriv, lambda i, k: (
+        f"d{'f' if len(graph.outputs) == 1 else f'f{i + 1}'}/d{graph.variables[k]}"))
     if "symbolic" in selected:
         results["symbolic"] = MethodResult("symbolic", ref.copy() if sym.status != "unavailable" else None,
                                            "ok" if sym.status == "ok" else sym.status, sym.message,
@@ -176,14 +189,15 @@ def _compare(graph, point, expression, methods, rtol, atol, timeout, warnings) -
             continue
         if name == reference and name != "symbolic":
             continue
-        _judge(graph, m, ref, ref_exact, bad_deriv, scale, spread, rtol, atol, floor)
+        judge(m, ref, ref_exact, bad_deriv, scale, spread, rtol, atol, floor, TOLERANCES[name],
+              numerical=name in NUMERICAL, label=lambda i, k: f"d/d{graph.variables[k]}")
 
     report = GradReport(expression, list(graph.variables), point, values,
                         sym.text if sym.text else None, reference,
                         {k: results[k] for k in METHOD_ORDER if k in results}, "agree",
                         diagnostics=diags, warnings=list(warnings),
                         reference_jacobian=None if ref is None else np.where(bad_deriv, np.nan, ref))
-    _verdict(report, sym, bad_deriv)
+    verdict(report, sym.status, sym.message, bad_deriv, ref is not None)
     return report
 
 
@@ -193,41 +207,45 @@ NUMERICAL = ("central", "richardson", "complex_step")
 ILL_CONDITIONED = 1e-3
 
 
-def _ill_conditioned(graph, ref, scale, spread, diags, bad_deriv) -> None:
-    """Mark the entries that float64 cannot resolve as undefined, rather than blame any method."""
+def ill_conditioned(ref, scale, spread, diags, bad_deriv, label) -> None:
+    """Mark the entries that float64 cannot resolve as undefined, rather than blame any method.
+    ``label(i, k)`` names entry (i, k) in the message ("df/dx")."""
     if ref is None:
         return
     size = np.maximum(np.abs(ref), 1e-6 * scale)  # cancellation within 6 digits is ordinary
     ill = np.isfinite(ref) & ~bad_deriv & (np.nan_to_num(spread) > ILL_CONDITIONED * size)
     for i, k in zip(*np.nonzero(ill)):
-        out = f"f{i + 1}" if len(graph.outputs) > 1 else "f"
         diags.append(Diagnostic("undefined", "float64", (
-            f"d{out}/d{graph.variables[k]} cannot be computed in float64 here: one more ulp of rounding per "
+            f"{label(i, k)} cannot be computed in float64 here: one more ulp of rounding per "
             f"operation moves it by {spread[i, k]:.2g} against {abs(ref[i, k]):.3g} (ill-conditioned)")))
     bad_deriv |= ill
 
 
 
 
-def _judge(graph, m: MethodResult, ref, ref_exact, bad_deriv, scale, spread, rtol, atol, floor) -> None:
-    """Errors, tolerance and status of one method against the reference.
+def judge(m: MethodResult, ref, ref_exact, bad_deriv, scale, spread, rtol, atol, floor, defaults,
+          numerical: bool, label) -> None:
+    """Errors, tolerance and status of one method's matrix (``m.jacobian``: a Jacobian or a Hessian)
+    against the reference; shared by ``grad`` and ``hessian``.
 
-    ``floor`` is the size below which a numerical error estimate is noise, not a lack of digits."""
+    ``defaults`` is the method's (rtol, atol); ``numerical`` methods add ``floor`` (the size below which
+    their error estimate is noise, not a lack of digits) and may be ``unavailable`` when their own
+    estimate is as large as the result; ``label(i, k)`` names entry (i, k) in the message."""
     J = m.jacobian
     m.abs_error, m.rel_error = _errors(J, ref_exact, ref)
-    r_def, a_def = TOLERANCES[m.name]
+    r_def, a_def = defaults
     if rtol is None and atol is None:
         tol = (r_def * np.maximum(np.abs(ref), scale) + max(a_def, SUBNORMAL)
                + ROUNDING_SAFETY * np.nan_to_num(spread))
         if m.error_estimate is not None:
             tol = tol + ESTIMATE_SAFETY * np.nan_to_num(m.error_estimate, nan=np.inf, posinf=np.inf)
-        if m.name in NUMERICAL:
+        if numerical:
             tol = tol + floor  # steps see f to about 1e-8 of its size: a derivative near 0 is only known that well
     else:  # the user's own tolerance, exactly as given (numpy.isclose's convention)
         tol = (r_def if rtol is None else rtol) * np.abs(ref) + (0.0 if atol is None else atol)
     m.tolerance = tol
     live = np.isfinite(ref) & ~bad_deriv
-    if m.name in NUMERICAL:
+    if numerical:
         if not np.isfinite(J[live]).all():
             m.status, m.message = "unavailable", "no finite estimate at this point (the steps overflow or " \
                                                  "leave the domain)"
@@ -243,7 +261,7 @@ def _judge(graph, m: MethodResult, ref, ref_exact, bad_deriv, scale, spread, rto
         m.status = "mismatch"
         badness = np.where(ok, -1.0, np.nan_to_num(m.abs_error / np.where(tol > 0, tol, 1), nan=np.inf))
         worst = np.unravel_index(np.argmax(badness), J.shape)
-        m.message = (f"d/d{graph.variables[worst[1]]}: error {m.abs_error[worst]:.3g} exceeds the tolerance "
+        m.message = (f"{label(*worst)}: error {m.abs_error[worst]:.3g} exceeds the tolerance "
                      f"{tol[worst]:.3g}")
 
 
@@ -265,20 +283,21 @@ def _values(graph, point, bad_value):
     return [None if bad or not np.isfinite(v) else float(v) for v, bad in zip(vals, bad_value)]
 
 
-def _verdict(report: GradReport, sym, bad_deriv) -> None:
+def verdict(report, sym_status: str, sym_message: str, bad_deriv, have_reference: bool) -> None:
+    """The overall status and message of a GradReport or HessianReport from its methods and diagnostics."""
     mismatched = [n for n, m in report.methods.items() if m.status == "mismatch"]
     kinds = {d.kind for d in report.diagnostics}
     if mismatched:
         report.status = "disagree"
         report.message = f"{', '.join(mismatched)} disagree{'s' if len(mismatched) == 1 else ''} with the " \
                          f"{report.reference} reference"
-    elif "undefined" in kinds or (sym.status == "undefined" and not bad_deriv.any()):
+    elif "undefined" in kinds or (sym_status == "undefined" and not bad_deriv.any()):
         report.status = "undefined"
-        report.message = report.diagnostics[0].message if report.diagnostics else sym.message
+        report.message = next((d.message for d in report.diagnostics if d.kind == "undefined"), sym_message)
     elif kinds:
         report.status = "nondifferentiable"
         report.message = next(d.message for d in report.diagnostics if d.kind == "nondifferentiable")
-    elif report.reference_jacobian is None:
+    elif not have_reference:
         report.status = "undefined"
         report.message = "no reference could be computed"
     else:

@@ -100,3 +100,59 @@ def diagnose(graph: Graph, point: dict) -> tuple[list, np.ndarray, np.ndarray]:
                     mark(i, "undefined", f"the derivative of {n.op} is not finite at {_call(n.op, args)}", False)
                     break
     return found, bad_value, bad_deriv
+
+
+def diagnose_hessian(graph: Graph, point: dict) -> tuple[list, bool, np.ndarray, np.ndarray]:
+    """Problems for the Hessian of a scalar expression
+    -> (diagnostics, bad_value, bad_gradient[variable], bad_hessian[variable, variable]).
+
+    Everything :func:`diagnose` finds spoils the Hessian entries of the variables it touches, in either
+    position. A kink anywhere on a differentiated path counts, even where the function happens to be
+    twice differentiable (``abs(x)**3`` at 0): the methods differentiate the partials, and ``sign``'s
+    jump is exactly where they cannot. Beyond that, a second derivative may fail to exist where the
+    first does (``x**1.5`` at 0: 0.75/sqrt(x)); the partial rules differentiated by dual numbers say
+    so, and the point is ``undefined`` for the Hessian.
+    """
+    from .methods.forward import DualOps, _split
+
+    found, bad_value, bad_deriv = diagnose(graph, point)
+    nvar = len(graph.variables)
+    var_masks = _variable_masks(graph)
+    bad_grad = np.array(bad_deriv[0])
+    bad_vars = bad_grad.copy()
+    if bad_value.any():
+        return found, True, bad_grad, np.ones((nvar, nvar), dtype=bool)
+    dual = DualOps()
+    active = graph.active
+    with np.errstate(all="ignore"):
+        vals = node_values(graph, {k: np.float64(v) for k, v in point.items()})
+        for i, n in enumerate(graph.nodes):
+            if n.op in ("var", "const") or not active[i]:
+                continue
+            if any(var_masks[i] >> k & 1 and bad_vars[k] for k in range(nvar)):
+                continue  # the first-order diagnosis already covers this node
+            prim = PRIMITIVES[n.op]
+            args = [vals[a] for a in n.args]
+            live = [k for k, a in enumerate(n.args) if active[a]]
+            # tangents along each active argument: the partials' own derivatives are the second partials
+            duals = [dual.apply("add", np.float64(0.0), _seed(v, k, live)) if k in live else v
+                     for k, v in enumerate(args)]
+            ans = dual.apply(n.op, *duals)
+            for k in live:
+                p = prim.partials[k](dual, ans, *duals)
+                _, t = _split(p)
+                if t is not None and not np.all(np.isfinite(t)):
+                    found.append(Diagnostic("undefined", n.op, f"the second derivative of {n.op} does not exist "
+                                                               f"at {_call(n.op, args)}"))
+                    for b in range(nvar):
+                        bad_vars[b] |= bool(var_masks[i] >> b & 1)
+                    break
+    return found, False, bad_grad, bad_vars[:, None] | bad_vars[None, :]
+
+
+def _seed(value, k, live):
+    from .methods.forward import Dual
+
+    t = np.zeros(len(live))
+    t[live.index(k)] = 1.0
+    return Dual(np.float64(value), t)

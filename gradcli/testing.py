@@ -17,15 +17,16 @@ from __future__ import annotations
 __all__ = ["assert_gradients", "format_failure"]
 
 
-def assert_gradients(fn, grad=None, vjp=None, **inputs_and_options):
+def assert_gradients(fn, grad=None, vjp=None, hvp=None, **inputs_and_options):
     """Check ``fn``'s gradient (``grad``), vector-Jacobian product (``vjp``), or, with neither, gradcli's
-    AD of ``fn`` against finite differences; raise AssertionError unless the check passes."""
+    AD of ``fn`` against finite differences; with ``order=2`` (implied by ``hvp``) the gradient's own
+    derivative and the Hessian-vector product ``hvp`` too. Raise AssertionError unless the check passes."""
     import sys
 
     from .checks.registry import build_spec
     from .checks.runner import run_check
 
-    spec = build_spec(fn, grad=grad, vjp=vjp, **inputs_and_options)
+    spec = build_spec(fn, grad=grad, vjp=vjp, hvp=hvp, **inputs_and_options)
     caller = sys._getframe(1)
     spec.file, spec.line = caller.f_code.co_filename, caller.f_lineno
     result = run_check(spec, {})

@@ -3,7 +3,7 @@
 ``load_defaults(path) -> dict`` walks up from ``path`` (a file or a folder) to the first folder with a
 ``pyproject.toml`` and returns its ``[tool.gradcli]`` table (``{}`` when there is none, or when that
 file has no such table: the search stops at the first pyproject.toml, which is the project's). Keys are
-the check options (``atol rtol eps seed dtype mode domain wrt output with_grad order``; ``-`` may be
+the check options (``atol rtol eps seed dtype mode domain wrt output with_grad order taylor``; ``-`` may be
 written for ``_``); an unknown key or a bad value is a ValueError (the CLI reports it, exit 2).
 
 TOML is read with ``tomllib`` (Python 3.11+) or ``tomli`` where installed; on Python 3.10 without

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..methods.numeric import ridders
+
 EPS = np.finfo(np.float64).eps
 H_DEFAULT = 2.0 ** -10
 TABLEAU_ROWS = 16
@@ -144,31 +146,21 @@ def refine(line: _Line, H: float, first: dict, need: np.ndarray) -> Estimate:
         tau = H * KINK_SMALL
         sa, sb = line.bend(tau), line.bend(2 * tau)
         size = np.nanmax(np.abs(np.where(np.isfinite(value), value, 0.0)), initial=0.0)
-        thresh = 1e-4 * size + 100 * 8 * EPS * first["F"] / tau
+        thresh = 1e-4 * size + 100 * (8 * EPS * first["F"] + first.get("floor", 0.0) * H) / tau
         with np.errstate(all="ignore"):
             ratio = np.abs(sa) / np.abs(sb)
         kink = cand & (np.abs(sa) > thresh) & (ratio > 0.7) & (ratio < 1.4) & (np.sign(sa) == np.sign(sb))
-    best = np.full(value.shape, np.nan)
-    err = np.full(value.shape, np.inf)
-    done = ~need | kink
     steps = [4 * H / 2.0 ** k for k in range(TABLEAU_ROWS)]
-    prev = [line.central(steps[0])]
-    for i in range(1, TABLEAU_ROWS):
-        cur = [line.central(steps[i])]
-        fac = 4.0
+    noise_h = first.get("floor", 0.0) * H  # a difference quotient's rounding noise, times its step
+
+    def row(i):
+        # a step whose rounding noise alone exceeds what the first pass achieved cannot improve on it
+        # (float32 inside f: at tiny steps f is flat and the quotients agree on a confident 0)
         with np.errstate(all="ignore"):
-            for j in range(1, i + 1):
-                cur.append((cur[j - 1] * fac - prev[j - 1]) / (fac - 1))
-                fac *= 4.0
-                errt = np.maximum(np.abs(cur[j] - cur[j - 1]), np.abs(cur[j] - prev[j - 1]))
-                take = ~done & np.isfinite(errt) & (errt <= err)
-                best = np.where(take, cur[j], best)
-                err = np.where(take, errt, err)
-            credible = err <= RIDDERS_CREDIBLE * np.abs(best)
-            done |= credible & (np.abs(cur[i] - prev[i - 1]) >= RIDDERS_SAFE * err)
-        prev = cur
-        if done.all():
-            break
+            return np.where(noise_h / steps[i] > first["error"], np.nan, line.central(steps[i]))
+
+    with np.errstate(all="ignore"):
+        best, err = ridders(row, TABLEAU_ROWS, value.shape, done=~need | kink)
     with np.errstate(all="ignore"):
         err = err + 8 * EPS * (np.abs(best) + first["F"] / (4 * H))
         # where the first pass had an estimate, a gap beyond it means the tableau agreed by luck

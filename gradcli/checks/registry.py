@@ -37,19 +37,19 @@ DTYPES = ("float64", "float32")
 DOMAINS = ("positive", "unit")
 
 
-def check(fn=None, /, *, grad=None, vjp=None, inputs: dict | None = None, **kwargs):
+def check(fn=None, /, *, grad=None, vjp=None, hvp=None, inputs: dict | None = None, **kwargs):
     """Register a gradient check; see the module docstring and DESIGN.md section 4."""
-    return _check(fn, grad, vjp, inputs, kwargs, REGISTRY, sys._getframe(1))
+    return _check(fn, grad, vjp, inputs, kwargs, REGISTRY, sys._getframe(1), hvp=hvp)
 
 
-def build_spec(fn, /, *, grad=None, vjp=None, inputs: dict | None = None, **kwargs) -> CheckSpec:
+def build_spec(fn, /, *, grad=None, vjp=None, hvp=None, inputs: dict | None = None, **kwargs) -> CheckSpec:
     """The CheckSpec ``gradcli.check(fn, ...)`` would register, without registering it or touching ``fn``."""
     found: list = []
-    _check(fn, grad, vjp, inputs, kwargs, found, sys._getframe(1), attach=False)
+    _check(fn, grad, vjp, inputs, kwargs, found, sys._getframe(1), attach=False, hvp=hvp)
     return found[0]
 
 
-def _check(fn, grad, vjp, inputs, kwargs, registry, caller, attach=True):
+def _check(fn, grad, vjp, inputs, kwargs, registry, caller, attach=True, hvp=None):
     options = {k: v for k, v in kwargs.items() if k in OPTIONS}
     given = {k: v for k, v in kwargs.items() if k not in OPTIONS}
     if inputs is not None:
@@ -63,25 +63,29 @@ def _check(fn, grad, vjp, inputs, kwargs, registry, caller, attach=True):
     where = (caller.f_code.co_filename, caller.f_lineno)
     reg = (registry, attach)
 
+    if hvp is not None and not callable(hvp):
+        raise BadInput(f"hvp= takes a function hvp(v, *inputs), got {type(hvp).__name__}")
     if isinstance(fn, str):
+        if hvp is not None:
+            raise BadInput("string checks take grad={name: expression}, not hvp=")
         return _register_expression(fn, grad, vjp, given, options, where, reg)
     if fn is None:  # the decorator form
-        if grad is not None or vjp is not None:
-            raise BadInput("grad=/vjp= belong to the call form gradcli.check(fn, grad=...); "
-                           "with the decorator use @fn.grad / @fn.vjp")
+        if grad is not None or vjp is not None or hvp is not None:
+            raise BadInput("grad=/vjp=/hvp= belong to the call form gradcli.check(fn, grad=...); "
+                           "with the decorator use @fn.grad / @fn.vjp / @fn.hvp")
 
         def decorator(f):
             return _register_function(f, None, None, given, options, None, reg)
         return decorator
     if not callable(fn):
         raise BadInput(f"gradcli.check takes a function or an expression string, got {type(fn).__name__}")
-    if not given and not options and grad is None and vjp is None:
+    if not given and not options and grad is None and vjp is None and hvp is None:
         # ``@gradcli.check`` without parentheses: every input comes from the parameters' defaults
         return _register_function(fn, None, None, given, options, None, reg)
-    return _register_function(fn, grad, vjp, given, options, where, reg)
+    return _register_function(fn, grad, vjp, given, options, where, reg, hvp)
 
 
-def _register_function(fn, grad, vjp, inputs, options, where, reg):
+def _register_function(fn, grad, vjp, inputs, options, where, reg, hvp=None):
     if where is None:  # a decorator: where the function is defined (its first decorator line)
         code = getattr(fn, "__code__", None)
         where = (code.co_filename, code.co_firstlineno) if code is not None else ("<unknown>", 0)
@@ -89,7 +93,7 @@ def _register_function(fn, grad, vjp, inputs, options, where, reg):
         inputs = _defaults_of(fn)
     _check_names(fn, inputs, options)
     spec = CheckSpec(name=getattr(fn, "__name__", type(fn).__name__), fn=fn, file=where[0], line=where[1],
-                     inputs=dict(inputs), options=dict(options), grad=grad, vjp=vjp)
+                     inputs=dict(inputs), options=dict(options), grad=grad, vjp=vjp, hvp=hvp)
     reg[0].append(spec)
     if reg[1]:
         _attach(fn, spec)
@@ -230,8 +234,11 @@ def validate_options(options: dict) -> dict:
     if with_grad is not None and not isinstance(with_grad, bool):
         raise BadInput(f"with_grad must be True or False, got {with_grad!r}")
     order = options.get("order")
-    if order is not None and order not in (1, 2):
+    if order is not None and (isinstance(order, bool) or order not in (1, 2)):
         raise BadInput(f"order must be 1 or 2, got {order!r}")
+    taylor = options.get("taylor")
+    if taylor is not None and not isinstance(taylor, bool):
+        raise BadInput(f"taylor must be True or False, got {taylor!r}")
     return options
 
 

@@ -69,6 +69,27 @@ class CheckResult:
     seconds: float = 0.0
     traceback: str = ""  # the user's own frames, for status error / a raising gradient
     notes: list = field(default_factory=list)  # e.g. "np.asarray cut the trace at line 12; numerics used"
+    order: int = 1  # 2: the gradient's own derivative (Hessian-vector products) is checked too
+    second_order: dict | None = None  # order 2: what was compared (see gradcli.checks.second_order)
+    taylor: object = None  # TaylorResult of the first-order Taylor-remainder test, when it ran
+    taylor2: object = None  # TaylorResult of the second-order test (with the Hv term), when it ran
+
+    @property
+    def taylor_slope(self) -> float | None:
+        return None if self.taylor is None else self.taylor.slope
+
+    @property
+    def taylor_verdict(self) -> str:
+        """right | wrong | undetermined, or "" when the test did not run."""
+        return "" if self.taylor is None else self.taylor.verdict
+
+    @property
+    def taylor_slope2(self) -> float | None:
+        return None if self.taylor2 is None else self.taylor2.slope
+
+    @property
+    def taylor_verdict2(self) -> str:
+        return "" if self.taylor2 is None else self.taylor2.verdict
 
     @property
     def failed(self) -> bool:
@@ -83,6 +104,16 @@ class CheckResult:
              "max_rel_error": finite_or_none(self.max_rel_error), "seconds": self.seconds}
         if self.traceback:
             d["traceback"] = self.traceback
+        if self.order != 1:
+            d["order"] = self.order
+        if self.second_order is not None:
+            d["second_order"] = self.second_order
+        if self.taylor is not None or self.taylor2 is not None:
+            d["taylor"] = {"slope": finite_or_none(self.taylor_slope), "verdict": self.taylor_verdict,
+                           "detail": self.taylor.detail if self.taylor is not None else ""}
+            if self.taylor2 is not None:
+                d["taylor"].update({"slope2": finite_or_none(self.taylor_slope2), "verdict2": self.taylor_verdict2,
+                                    "detail2": self.taylor2.detail})
         if self.notes:
             d["notes"] = list(self.notes)
         return d

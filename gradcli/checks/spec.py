@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 #: Option keywords of ``gradcli.check`` (DESIGN.md section 4); any other keyword is an input.
-OPTIONS = ("atol", "rtol", "eps", "seed", "dtype", "mode", "domain", "wrt", "output", "with_grad", "order")
+OPTIONS = ("atol", "rtol", "eps", "seed", "dtype", "mode", "domain", "wrt", "output", "with_grad", "order",
+           "taylor")
 
 
 @dataclass

@@ -6,6 +6,7 @@ import click
 from .. import __version__
 from .check import check
 from .grad import grad
+from .hessian import hessian
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -17,7 +18,8 @@ def main():
     Examples:
       gradcli grad "x**2*sin(y)" --at x=1.5 --at y=0.3
       gradcli grad "log(x) + sqrt(x*y)" --at "x=2, y=pi/4" --json
-      gradcli grad "x*y, x+y" --at x=1 --at y=2 --method forward,reverse
+      gradcli grad "x*y, x+y" --at x=1 --at y=2 --method forward,reverse --full
+      gradcli hessian "x**2 - y**2" --at "x=0, y=0"
       gradcli check model.py            # the checks a model file registers with @gradcli.check
 
     Exit codes (every command): 0 all agree (all checks pass), 1 a disagreement (a failed check),
@@ -27,4 +29,5 @@ def main():
 
 
 main.add_command(grad)
+main.add_command(hessian)
 main.add_command(check)

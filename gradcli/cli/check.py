@@ -30,7 +30,10 @@ PROGRESS_AFTER_S = 1.0
 @click.option("--seed", type=int, default=None, help="Seed for inputs given as shapes (default 0).")
 @click.option("--rtol", type=float, default=None, help="Relative tolerance for every check.")
 @click.option("--atol", type=float, default=None, help="Absolute tolerance for every check.")
-def check(paths, pattern, as_json, junit, mode, seed, rtol, atol):
+@click.option("--taylor", is_flag=True, default=False,
+              help="Run the Taylor-remainder test on every check and show its fitted slope (2: right, 1: wrong; "
+                   "order=2 checks also the slope with the Hessian term, 3: right).")
+def check(paths, pattern, as_json, junit, mode, seed, rtol, atol, taylor):
     """Run the gradient checks registered with @gradcli.check in model files or folders of them.
 
     \b
@@ -39,6 +42,7 @@ def check(paths, pattern, as_json, junit, mode, seed, rtol, atol):
       gradcli check models/ -k "mlp and not bias"
       gradcli check models/ --json > report.json
       gradcli check models/ --junit gradcli.xml
+      gradcli check models/ --taylor
 
     Folders are searched recursively for .py files that use gradcli (hidden folders, __pycache__ and
     virtual environments are skipped). Defaults may come from [tool.gradcli] in pyproject.toml; the
@@ -51,6 +55,8 @@ def check(paths, pattern, as_json, junit, mode, seed, rtol, atol):
     started = time.perf_counter()
     try:
         cli_defaults = _check_options(paths, junit, seed, rtol, atol, mode)
+        if taylor:
+            cli_defaults["taylor"] = True
         defaults = {**_load_defaults(paths[0]), **cli_defaults}
     except BadInput as exc:
         fail(exc, as_json)
@@ -82,7 +88,8 @@ def check(paths, pattern, as_json, junit, mode, seed, rtol, atol):
     else:
         from ..render.check import render_check_report
 
-        console().print(render_check_report(report, seconds))
+        console().print(render_check_report(report, seconds,
+                                            taylor=bool(defaults.get("taylor"))))
     sys.exit(report.exit_code)
 
 

@@ -6,12 +6,12 @@ import sys
 import click
 import numpy as np
 
-from ..api import prepare
+from ..api import direction_vector, prepare
 from ..compare import compare_point, parse_methods
 from ..render.json import dumps
 from ..render.table import render_grad
 from ..errors import BadInput
-from .common import JsonCommand, console, fail, parse_assignments
+from .common import JsonCommand, console, fail, parse_assignments, parse_direction
 
 
 @click.command(cls=JsonCommand)
@@ -26,6 +26,10 @@ from .common import JsonCommand, console, fail, parse_assignments
 @click.option("--atol", type=float, default=None, help="Absolute tolerance for every method (default 0).")
 @click.option("--timeout", type=float, default=5.0, show_default=True,
               help="Seconds sympy may take before the symbolic method is reported unavailable.")
+@click.option("--direction", "direction", multiple=True, metavar="V",
+              help="Also the directional derivative J·v: \"1,0\" (one number per variable, in order of "
+                   "appearance) or \"x=1, y=0\" (unnamed: 0).")
+@click.option("--full", is_flag=True, help="Vector-valued expressions: one row per Jacobian entry, not per method.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout and nothing else.")
 @click.option("--batch", "batch_n", type=int, default=None, metavar="N",
               help="Batch mode: N uniform random points from --domain.")
@@ -40,14 +44,15 @@ from .common import JsonCommand, console, fail, parse_assignments
               help="Batch mode: points per chunk; memory grows with it (default 65536).")
 @click.option("--out", "out", default=None, metavar="FILE",
               help="Batch mode: write points, values and gradients to a .npz or .csv file (atomically).")
-def grad(expr, at, methods, rtol, atol, timeout, as_json, batch_n, domains, points_file, seed, device, dtype,
-         chunk, out):
+def grad(expr, at, methods, rtol, atol, timeout, direction, full, as_json, batch_n, domains, points_file, seed,
+         device, dtype, chunk, out):
     """The gradient of EXPR at a point, by forward and reverse mode, finite differences and sympy.
 
     \b
     Examples:
       gradcli grad "x**2*sin(y)" --at x=1.5 --at y=0.3
       gradcli grad "atan2(y, x)" --at "x=1, y=-1" --json
+      gradcli grad "x*y, x+y" --at "x=1, y=2" --full --direction "1,1"
       gradcli grad "sqrt(x)" --at x=0           # exit 3: the derivative does not exist
       gradcli grad "x**2*sin(y)" --batch 100000 --domain "x=-1:1, y=0:2"
       gradcli grad "log(x)" --points pts.csv --out grads.npz --json
@@ -57,6 +62,8 @@ def grad(expr, at, methods, rtol, atol, timeout, as_json, batch_n, domains, poin
     are counted, not failed), 1 a disagreement at any point, 3 no point had a defined gradient.
     """
     if batch_n is not None or points_file is not None:
+        if direction:
+            fail(BadInput("--direction applies at one point (--at), not in batch mode"), as_json)
         _batch(expr, at, methods, rtol, atol, timeout, as_json, batch_n, domains, points_file, seed, device,
                dtype, chunk, out)
         return
@@ -76,6 +83,7 @@ def grad(expr, at, methods, rtol, atol, timeout, as_json, batch_n, domains, poin
         fail(exc, as_json)
     try:
         graph, point, warnings = prepare(expr, parse_assignments(at, _parse_constant()))
+        v = direction_vector(graph, parse_direction(direction, _parse_constant())) if direction else None
     except BadInput as exc:
         fail(exc, as_json)
     for w in warnings:
@@ -83,11 +91,11 @@ def grad(expr, at, methods, rtol, atol, timeout, as_json, batch_n, domains, poin
     # overflow and domain errors are reported by the diagnostics, not as numpy RuntimeWarnings on stderr
     with np.errstate(all="ignore"):
         report = compare_point(graph, point, expression=expr, methods=selected, rtol=rtol, atol=atol,
-                               timeout=timeout, warnings=warnings)
+                               timeout=timeout, warnings=warnings, direction=v)
     if as_json:
         click.echo(dumps(report.to_dict()))
     else:
-        console().print(render_grad(report))
+        console().print(render_grad(report, full=full))
     sys.exit(report.exit_code)
 
 

@@ -106,8 +106,12 @@ def _candidate_scales(x: np.ndarray) -> np.ndarray:
     return 10.0 ** (hi[:, None] - (hi - lo)[:, None] * k[None, :])  # (nvars, K), largest first
 
 
-def _central_candidates(graph: Graph, x: np.ndarray):
-    """Central differences at steps h, 2h, 4h for every candidate scale, with error estimates."""
+def _central_candidates(graph: Graph, x: np.ndarray, stencil=None):
+    """Central differences at steps h, 2h, 4h for every candidate scale, with error estimates.
+
+    ``stencil(x, deltas)`` -> (n_out, m, nvars) replaces the graph's evaluation (the Hessian
+    differences the reverse gradient this way); without rounding signs, round-off is estimated from
+    the bound alone."""
     eps = np.finfo(np.float64).eps
     scales = _candidate_scales(x)
     K = scales.shape[1]
@@ -116,12 +120,13 @@ def _central_candidates(graph: Graph, x: np.ndarray):
     offsets = np.array((1.0, -1.0, 2.0, -2.0, 4.0, -4.0))
     deltas = (offsets[None, :, None] * hs[:, None, :]).reshape(K * len(offsets), n)
     shape = lambda F: F.reshape(F.shape[0], K, len(offsets), n).transpose(1, 2, 0, 3)  # (K, 6, nout, n)
-    Fv = shape(_stencil(graph, x, deltas))
+    Fv = shape(_stencil(graph, x, deltas) if stencil is None else stencil(x, deltas))
     h = hs[:, None, :]
     D1 = (Fv[:, 0] - Fv[:, 1]) / (2 * h)
     side = np.tile(np.sign(offsets), K)
     jiggle = np.zeros_like(D1)
-    for pattern in (lambda i: side * (-1.0) ** i, lambda i: side * (-1.0) ** (i // 2)):
+    patterns = (lambda i: side * (-1.0) ** i, lambda i: side * (-1.0) ** (i // 2))
+    for pattern in patterns if stencil is None else ():
         Fj = shape(_stencil(graph, x, deltas, jiggle=pattern))
         jiggle = np.fmax(jiggle, 4 * np.abs((Fj[:, 0] - Fj[:, 1]) / (2 * h) - D1))
     D2 = (Fv[:, 2] - Fv[:, 3]) / (4 * h)
@@ -154,7 +159,11 @@ def central(graph: Graph, point: dict) -> NumericResult:
     1e-6*min(|x|, 1) to max(|x|, 1) is tried in one evaluation and the one with the smallest error
     estimate wins (truncation from the steps 2h and 4h, round-off as eps*|f|/h)."""
     x = _x_vector(graph, point)
-    D1, est, hs, scales = _central_candidates(graph, x)
+    return best_central(*_central_candidates(graph, x))
+
+
+def best_central(D1, est, hs, scales) -> NumericResult:
+    """Per entry, the candidate step with the smallest error estimate."""
     best = np.argmin(est, axis=0)  # (nout, n)
     pick = lambda A: np.take_along_axis(A, best[None], axis=0)[0]
     J, err = pick(D1), pick(est)
@@ -165,6 +174,12 @@ def central(graph: Graph, point: dict) -> NumericResult:
         res.message = "no finite-difference stencil fits inside the domain of the function"
         res.jacobian = np.where(np.isfinite(err), J, np.nan)
     return res
+
+
+@_quiet
+def central_of(stencil, x: np.ndarray) -> NumericResult:
+    """:func:`central` for any vector function given as ``stencil(x, deltas) -> (n_out, m, nvars)``."""
+    return best_central(*_central_candidates(None, np.asarray(x, dtype=np.float64), stencil))
 
 
 @_quiet

@@ -22,8 +22,13 @@ _FREED = ("Trying to backward through the graph a second time (or directly acces
 
 
 def _as_value(x):
-    """numpy float64 (or the complex / float dtype given); 0-d becomes a numpy scalar."""
+    """numpy float64 (or the complex / float dtype given); 0-d becomes a numpy scalar.
+
+    A value of a type of its own (a dual number, for forward-over-reverse) passes through unchanged:
+    the tape's ``ops`` know how to compute with it."""
     a = np.asarray(x)
+    if a.dtype == object and a.ndim == 0:
+        return x
     if a.dtype.kind not in "fc":
         a = a.astype(np.float64)
     return a[()] if a.ndim == 0 else a
@@ -106,20 +111,28 @@ class Var:
 
 
 class TapeOps(Ops):
-    """The primitives over Vars: ``F.sin(x)`` evaluates and, if needed, records the local partials."""
+    """The primitives over Vars: ``F.sin(x)`` evaluates and, if needed, records the local partials.
+
+    ``ops`` computes the values and the partials (numpy by default). With dual-number ops
+    (``TapeOps(DualOps())``) the recorded partials carry tangents, and a backward sweep differentiates
+    the gradient itself: forward-over-reverse second derivatives from the same partial rules.
+    """
+
+    def __init__(self, ops: Ops | None = None):
+        self.ops = ops or _NUMERIC
 
     def apply(self, name, *args):
         prim = PRIMITIVES[name]
         if len(args) != prim.arity:
             raise TypeError(f"{name} takes {prim.arity} argument(s), got {len(args)}")
         values = [a.value if isinstance(a, Var) else _as_value(a) for a in args]
-        ans = prim.value(np, *values)
+        ans = self.ops.apply(name, *values)
         if not any(isinstance(a, Var) and a._requires_grad for a in args):
             return Var(ans)  # a constant: nothing to differentiate, nothing on the tape
         parents, partials = [], []
         for arg, rule in zip(args, prim.partials):
             if isinstance(arg, Var) and arg._requires_grad:
-                p = rule(_NUMERIC, ans, *values)
+                p = rule(self.ops, ans, *values)
                 if type(p) is float and p == 0.0:  # the table's "no dependence" marker
                     continue
                 parents.append(arg)

@@ -24,20 +24,41 @@ def where(r: CheckResult) -> str:
     return f"{r.file}:{r.line}" if r.line else r.file
 
 
-def render_check_report(report: CheckReport, seconds: float | None = None) -> Group:
+def fmt_taylor(r: CheckResult) -> str:
+    """The Taylor-test column: the fitted slope(s) and verdict, e.g. ``2.00 right``, ``2.00 right, 3.01 right``
+    (order 2: the slope with the Hessian term second), ``exact`` (remainder at rounding level), ``—``."""
+    parts = []
+    for t in (r.taylor, r.taylor2):
+        if t is None:
+            continue
+        if t.slope is None:
+            parts.append("exact" if t.verdict == "right" else "?")
+        else:
+            parts.append(f"{t.slope:.2f} {'?' if t.verdict == 'undetermined' else t.verdict}")
+    return ", ".join(parts) or "—"
+
+
+def render_check_report(report: CheckReport, seconds: float | None = None, taylor: bool = False) -> Group:
     """The table, the details and the summary line (file errors are diagnostics: the CLI puts them
-    on stderr; the summary line counts them)."""
+    on stderr; the summary line counts them). ``taylor`` adds the "taylor slope" column."""
     parts = []
     if report.checks:
         table = Table(header_style="bold", pad_edge=False)
-        for col, justify in (("status", "left"), ("check", "left"), ("where", "left"), ("kind", "left"),
-                             ("max abs err", "right"), ("max rel err", "right"), ("reference", "left")):
-            table.add_column(col, justify=justify, no_wrap=col in ("status", "max abs err", "max rel err"),
+        cols = [("status", "left"), ("check", "left"), ("where", "left"), ("kind", "left"),
+                ("max abs err", "right"), ("max rel err", "right"), ("reference", "left")]
+        if taylor:
+            cols.append(("taylor slope", "right"))
+        for col, justify in cols:
+            table.add_column(col, justify=justify, no_wrap=col in ("status", "max abs err", "max rel err",
+                                                                     "taylor slope"),
                              overflow="fold")  # a long path is shown whole, not cut with an ellipsis
         for r in report.checks:
-            table.add_row(Text(STATUS_LABEL.get(r.status, r.status), style=STATUS_STYLE.get(r.status, "")),
-                          r.name, where(r), r.kind, fmt_error(r.max_abs_error) or "—",
-                          fmt_error(r.max_rel_error) or "—", r.reference or "—")
+            row = [Text(STATUS_LABEL.get(r.status, r.status), style=STATUS_STYLE.get(r.status, "")),
+                   r.name, where(r), r.kind + (" (order 2)" if r.order == 2 else ""),
+                   fmt_error(r.max_abs_error) or "—", fmt_error(r.max_rel_error) or "—", r.reference or "—"]
+            if taylor:
+                row.append(fmt_taylor(r))
+            table.add_row(*row)
         parts.append(table)
     for r in report.checks:
         if r.status != "pass" or r.notes:
@@ -73,6 +94,9 @@ def render_details(r: CheckResult) -> Group:
     methods = _methods_text(r)
     if methods:
         parts.append(methods)
+    for t in (r.taylor, r.taylor2):
+        if t is not None:
+            parts.append(Text(f"taylor (order {t.order}): {t.verdict}: {t.detail}"))
     if r.notes:
         notes = Text()
         for n in r.notes:
@@ -141,6 +165,9 @@ def result_text(r: CheckResult) -> str:
     methods = _methods_text(r)
     if methods:
         lines.append(methods.plain)
+    for t in (r.taylor, r.taylor2):
+        if t is not None:
+            lines.append(f"taylor (order {t.order}): {t.verdict}: {t.detail}")
     lines.extend(f"note: {n}" for n in r.notes)
     if r.traceback:
         lines.append(r.traceback.rstrip("\n"))

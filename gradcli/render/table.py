@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -53,7 +55,16 @@ def _label(report: GradReport, out: int, var: str) -> str:
     return f"∂f{out + 1}/∂{var}" if report.vector else f"∂f/∂{var}"
 
 
-def render_grad(report: GradReport) -> Group:
+def _worst(report: GradReport, m) -> str:
+    if m.rel_error is None or not np.isfinite(m.rel_error).any():
+        return ""
+    i, k = np.unravel_index(np.nanargmax(np.where(np.isfinite(m.rel_error), m.rel_error, np.nan)), m.rel_error.shape)
+    return _label(report, i, report.variables[k])
+
+
+def render_grad(report: GradReport, full: bool = False) -> Group:
+    """The grad table: one row per variable (scalar expression); for a vector-valued one, one row per
+    method with its largest error, or with ``full`` one row per Jacobian entry."""
     parts = []
     head = Text()
     head.append("f", style="bold")
@@ -72,34 +83,23 @@ def render_grad(report: GradReport) -> Group:
                 sym.append(_truncate(d) + "\n")
         parts.append(sym)
 
-    table = Table(show_lines=False, header_style="bold", pad_edge=False)
-    table.add_column("", no_wrap=True)
-    names = list(report.methods)
-    for name in names:
-        m = report.methods[name]
-        ref = " (ref)" if name == report.reference else ""
-        table.add_column(Text(f"{name}{ref}", style=STATUS_STYLE.get(m.status, "")), justify="right",
-                         no_wrap=True, min_width=13)
-    nout = len(report.values)
-    for i in range(nout):
-        for k, var in enumerate(report.variables):
-            cells = []
-            for name in names:
-                m = report.methods[name]
-                if m.jacobian is None:
-                    cells.append(Text(m.status, style=STATUS_STYLE.get(m.status, "")))
-                    continue
-                cell = Text(fmt_number(m.jacobian[i, k]))
-                if m.abs_error is not None and name != report.reference:
-                    rel = m.rel_error[i, k]
-                    tol = m.tolerance[i, k] if m.tolerance is not None else None
-                    err = fmt_error(rel)
-                    if err:
-                        cell.append(f"\n{err}", style=_error_style(m.abs_error[i, k], tol))
-                cells.append(cell)
-            table.add_row(_label(report, i, var), *cells)
-    parts.append(table)
+    if report.vector and not full:
+        # compact: one row per method; --full shows every entry
+        parts.append(method_table(report, [("worst entry", lambda name, m: "" if name == report.reference else _worst(report, m))]))
+    else:
+        rows = [(_label(report, i, var), i, k) for i in range(len(report.values))
+                for k, var in enumerate(report.variables)]
+        parts.append(entry_table(report, rows))
+    if report.direction is not None:
+        parts.append(direction_table(report))
+    parts.extend(notes_and_verdict(report))
+    return Group(*parts)
 
+
+def notes_and_verdict(report) -> list:
+    """The methods' messages, the diagnostics the verdict does not repeat, and the verdict line
+    (any single-point report: grad or hessian)."""
+    parts = []
     notes = Text()
     for name, m in report.methods.items():
         if m.message and m.status != "ok":
@@ -117,4 +117,76 @@ def render_grad(report: GradReport) -> Group:
     verdict.append(f"{VERDICT_MARK.get(report.status, '?')} {report.status}", style=VERDICT_STYLE.get(report.status))
     verdict.append(f": {report.message}" if report.message else "")
     parts.append(verdict)
-    return Group(*parts)
+    return parts
+
+
+def method_header(report, name) -> Text:
+    m = report.methods[name]
+    ref = " (ref)" if name == report.reference else ""
+    return Text(f"{name}{ref}", style=STATUS_STYLE.get(m.status, ""))
+
+
+def entry_table(report, rows) -> Table:
+    """One row per matrix entry, one column per method: the value with its relative error beneath.
+    ``rows`` is a list of (label, i, k)."""
+    table = Table(show_lines=False, header_style="bold", pad_edge=False)
+    table.add_column("", no_wrap=True)
+    names = list(report.methods)
+    for name in names:
+        table.add_column(method_header(report, name), justify="right", no_wrap=True, min_width=13)
+    for label, i, k in rows:
+        cells = []
+        for name in names:
+            m = report.methods[name]
+            if m.jacobian is None:
+                cells.append(Text(m.status, style=STATUS_STYLE.get(m.status, "")))
+                continue
+            cell = Text(fmt_number(m.jacobian[i, k]))
+            if m.abs_error is not None and name != report.reference:
+                tol = m.tolerance[i, k] if m.tolerance is not None else None
+                err = fmt_error(m.rel_error[i, k])
+                if err:
+                    cell.append(f"\n{err}", style=_error_style(m.abs_error[i, k], tol))
+            cells.append(cell)
+        table.add_row(label, *cells)
+    return table
+
+
+def method_table(report, extra=()) -> Table:
+    """One row per method: status and largest relative error (plus ``extra`` columns: (title, fn(name, m)))."""
+    table = Table(show_lines=False, header_style="bold", pad_edge=False)
+    table.add_column("method", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("max rel error", justify="right", no_wrap=True)
+    for title, _ in extra:
+        table.add_column(title, justify="right", no_wrap=True)
+    for name, m in report.methods.items():
+        err = "" if name == report.reference else fmt_error(m.max_rel_error)
+        bad = m.abs_error is not None and m.tolerance is not None and bool(
+            (np.nan_to_num(m.abs_error) > m.tolerance).any()) and m.status == "mismatch"
+        style = "bold red" if bad else ("green" if m.max_rel_error is not None and m.max_rel_error < 1e-12
+                                        else "cyan")
+        table.add_row(method_header(report, name), Text(m.status, style=STATUS_STYLE.get(m.status, "")),
+                      Text(err or "—", style=style if err else "dim"), *(fn(name, m) for _, fn in extra))
+    return table
+
+
+def direction_table(report, hvp: bool = False) -> Table:
+    """--direction: each method's directional derivative (and H·v) with its error against the reference."""
+    names = ", ".join(f"{v}={fmt_number(x, 6)}" for v, x in zip(report.variables, report.direction))
+    table = Table(title=f"along v = ({names})", title_justify="left", show_lines=False, header_style="bold",
+                  pad_edge=False)
+    table.add_column("method", no_wrap=True)
+    table.add_column("∇f·v" if not getattr(report, "vector", False) else "J·v", justify="right")
+    table.add_column("rel error", justify="right", no_wrap=True)
+    if hvp:
+        table.add_column("H·v", justify="right")
+        table.add_column("rel error", justify="right", no_wrap=True)
+    for name, d in report.directional.items():
+        row = [method_header(report, name), ", ".join(fmt_number(x) for x in d.derivative),
+               fmt_error(d.derivative_rel_error) or "—"]
+        if hvp:
+            row += ["—" if d.hvp is None else ", ".join(fmt_number(x) for x in d.hvp),
+                    fmt_error(d.hvp_rel_error) or "—"]
+        table.add_row(*row)
+    return table

@@ -1,0 +1,74 @@
+"""``gradcli hessian``: the Hessian of a scalar expression at a point, by four routes, side by side."""
+from __future__ import annotations
+
+import sys
+
+import click
+import numpy as np
+
+from ..api import direction_vector, prepare
+from ..errors import BadInput
+from ..hessian_compare import compare_hessian, parse_hessian_methods, require_scalar
+from ..render.hessian import render_hessian
+from ..render.json import dumps
+from .common import JsonCommand, console, fail, parse_assignments, parse_direction
+
+
+@click.command(cls=JsonCommand)
+@click.argument("expr")
+@click.option("--at", "at", multiple=True, metavar="NAME=VALUE",
+              help="A variable's value; repeatable, or several as \"x=1, y=2\". VALUE may be a constant "
+                   "expression such as pi/4.")
+@click.option("--method", "-m", "methods", multiple=True, metavar="NAME",
+              help="Methods to show (repeatable or comma-separated): symbolic, forward_over_reverse, "
+                   "reverse_over_forward, central_of_reverse. Default: all.")
+@click.option("--rtol", type=float, default=None, help="Relative tolerance for every method (default: per method).")
+@click.option("--atol", type=float, default=None, help="Absolute tolerance for every method (default 0).")
+@click.option("--timeout", type=float, default=5.0, show_default=True,
+              help="Seconds sympy may take before the symbolic method is reported unavailable.")
+@click.option("--direction", "direction", multiple=True, metavar="V",
+              help="Also the directional derivative grad·v and the Hessian-vector product H·v: \"1,0\" "
+                   "(one number per variable, in order of appearance) or \"x=1, y=0\" (unnamed: 0).")
+@click.option("--full", is_flag=True, help="Show every method's full matrix, not only its largest error.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout and nothing else.")
+def hessian(expr, at, methods, rtol, atol, timeout, direction, full, as_json):
+    """The Hessian of the scalar expression EXPR at a point: forward-over-reverse, reverse-over-forward,
+    central differences of the reverse gradient, and sympy as the reference; symmetry, eigenvalues and
+    the definiteness of the point (minimum, maximum, saddle, degenerate).
+
+    \b
+    Examples:
+      gradcli hessian "x**2*sin(y)" --at x=1.5 --at y=0.3
+      gradcli hessian "x**2 - y**2" --at "x=0, y=0" --json        # a saddle
+      gradcli hessian "x*y*z" --at "x=1, y=2, z=3" --direction "x=1"
+      gradcli hessian "x**1.5" --at x=0                           # exit 3: no second derivative
+
+    Exit codes: 0 all methods agree, 1 a disagreement, 2 bad input (also a vector-valued expression),
+    3 the Hessian is undefined or does not exist at the point (a kink anywhere on the path counts).
+    """
+    from ..parser import parse_constant
+
+    try:
+        if rtol is not None and not rtol >= 0 or atol is not None and not atol >= 0:
+            raise BadInput("--rtol and --atol must be non-negative numbers")
+        if not 0 <= timeout <= 1e6:  # also rejects nan; 0 means no limit
+            raise BadInput("--timeout must be a number of seconds from 0 (no limit) to 1e6")
+        try:
+            selected = parse_hessian_methods(methods) if methods else None
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
+        graph, point, warnings = prepare(expr, parse_assignments(at, parse_constant))
+        require_scalar(graph)
+        v = direction_vector(graph, parse_direction(direction, parse_constant)) if direction else None
+    except BadInput as exc:
+        fail(exc, as_json)
+    for w in warnings:
+        click.echo(f"warning: {w}", err=True)
+    with np.errstate(all="ignore"):
+        report = compare_hessian(graph, point, expression=expr, methods=selected, rtol=rtol, atol=atol,
+                                 timeout=timeout, warnings=warnings, direction=v)
+    if as_json:
+        click.echo(dumps(report.to_dict()))
+    else:
+        console().print(render_hessian(report, full=full))
+    sys.exit(report.exit_code)

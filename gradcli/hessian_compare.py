@@ -1,0 +1,225 @@
+"""The Hessian at a point: every route, errors against the reference, symmetry, eigenvalues, verdict.
+
+Tolerances are ``grad``'s (:func:`gradcli.compare.judge`): an entry passes when
+``|got - ref| <= rtol * max(|ref|, scale) + 10 * spread [+ floor + 10 * estimate]``, where ``scale`` is
+the Hessian computed without cancellation (absolute values of every first and second partial), ``spread`` is how far
+one extra ulp of rounding per operation moves the Hessian (nested dual numbers, Monte Carlo
+arithmetic) and ``estimate`` is the difference quotient's own error estimate. ``--rtol``/``--atol``
+replace all of it with numpy.isclose's convention, as for ``grad``.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .compare import ill_conditioned, judge, parse_methods, verdict
+from .diagnose import diagnose_hessian
+from .errors import BadInput
+from .graph import Graph
+from .methods import hessian as hm
+from .methods import reverse, symbolic
+from .report import HESSIAN_ORDER, Directional, HessianReport, MethodResult, relative_error
+
+#: Default (rtol, atol) per method: second-order AD is exact up to rounding (which ``spread`` covers);
+#: differences of the gradient are as good as their step, plus their own error estimate.
+TOLERANCES = {
+    "symbolic": (0.0, 0.0),
+    "forward_over_reverse": (1e-10, 0.0),
+    "reverse_over_forward": (1e-10, 0.0),
+    "central_of_reverse": (1e-6, 0.0),
+}
+NUMERICAL = ("central_of_reverse",)
+#: An eigenvalue within this fraction of the largest |eigenvalue| counts as zero (degenerate).
+DEFINITENESS_RTOL = 1e-8
+_RUN = {"forward_over_reverse": hm.forward_over_reverse, "reverse_over_forward": hm.reverse_over_forward,
+        "central_of_reverse": hm.central_of_reverse}
+
+
+def parse_hessian_methods(names) -> list[str]:
+    """``["forward_over_reverse,central_of_reverse"]`` -> validated names in the canonical order."""
+    return parse_methods(names, HESSIAN_ORDER)
+
+
+def require_scalar(graph: Graph) -> None:
+    if len(graph.outputs) != 1:
+        raise BadInput(f"a Hessian needs a scalar expression, and this one has {len(graph.outputs)} outputs "
+                       "(top-level commas); ask for one component at a time")
+
+
+def symmetry(H) -> float | None:
+    """max |H - H^T| / max |H| over the finite entries (0 for a zero matrix); None without a matrix."""
+    if H is None or H.size == 0:
+        return None if H is None else 0.0
+    live = np.isfinite(H) & np.isfinite(H.T)
+    if not live.any():
+        return None
+    big = np.max(np.abs(H[live]))
+    asym = np.max(np.abs(H - H.T)[live])
+    return float(asym / big) if big > 0 else float(asym)
+
+
+def definiteness(eigenvalues, rtol: float = DEFINITENESS_RTOL) -> str | None:
+    """minimum (all > 0), maximum (all < 0), saddle (both signs), degenerate (some |λ| <= rtol·max|λ|).
+
+    The names are those of the second-derivative test: they classify the point only where the gradient
+    vanishes; elsewhere they describe the local curvature."""
+    lam = np.asarray(eigenvalues, dtype=float)
+    if lam.size == 0 or not np.isfinite(lam).all():
+        return None
+    big = np.max(np.abs(lam))
+    if big == 0 or np.any(np.abs(lam) <= rtol * big):
+        return "degenerate"
+    if np.all(lam > 0):
+        return "minimum"
+    if np.all(lam < 0):
+        return "maximum"
+    return "saddle"
+
+
+def compare_hessian(graph: Graph, point: dict, expression: str = "", methods=None, rtol=None, atol=None,
+                    timeout: float | None = symbolic.DEFAULT_TIMEOUT, warnings=(), direction=None) -> HessianReport:
+    """Every selected Hessian route at ``point``, with errors against sympy's Hessian and the verdict.
+
+    ``direction`` (one number per variable) adds each method's directional derivative grad·v and
+    Hessian-vector product H·v."""
+    require_scalar(graph)
+    with np.errstate(all="ignore"):  # inf and nan are findings, reported through the statuses
+        report, gradients = _compare(graph, point, expression, parse_hessian_methods(methods), rtol, atol,
+                                     timeout, warnings)
+        if direction is not None:
+            _directional(report, gradients, np.asarray(direction, dtype=float))
+    return report
+
+
+def _compare(graph, point, expression, selected, rtol, atol, timeout, warnings) -> HessianReport:
+    point = {v: float(point[v]) for v in graph.variables}
+    n = len(graph.variables)
+    diags, bad_value, bad_grad, bad = diagnose_hessian(graph, point)
+
+    t0 = time.perf_counter()
+    sym = hm.symbolic_hessian(graph, point, timeout=timeout)
+    sym_seconds = time.perf_counter() - t0
+
+    results, gradients = {}, {}
+    for name in selected:
+        if name == "symbolic":
+            continue
+        t0 = time.perf_counter()
+        try:
+            r = _RUN[name](graph, point)
+            H, est, status, msg = r.hessian, r.error, r.status, r.message
+            gradients[name] = r.gradient
+        except Exception as exc:  # a method failing is a finding to report, not a crash
+            H, est, status, msg = None, None, "error", f"{type(exc).__name__}: {exc}"
+        results[name] = MethodResult(name, None if H is None else np.array(H, dtype=float), status, msg,
+                                     error_estimate=None if est is None else np.asarray(est, dtype=float),
+                                     seconds=time.perf_counter() - t0)
+
+    ref_exact, ref_grad = None, None
+    if sym.status in ("ok", "undefined"):
+        reference, ref_exact = "symbolic", sym.values
+        ref = np.array([[np.nan if v is None else float(v) for v in row] for row in sym.values],
+                       dtype=float).reshape(n, n)
+        ref_grad = np.array([np.nan if v is None else float(v) for v in sym.gradient], dtype=float)
+    else:
+        ref, reference = _fallback_reference(graph, point, results)
+    if ref_grad is None:
+        try:
+            ref_grad = np.asarray(reverse.jacobian(graph, point)[1][0], dtype=float)
+        except Exception:
+            ref_grad = None
+    try:
+        spread = hm.rounding_spread(graph, point)
+    except Exception:  # the nested duals themselves failed: the AD methods' own results say so
+        spread = np.zeros((n, n))
+    try:
+        scale = np.nan_to_num(hm.magnitudes(graph, point), nan=0.0)
+    except Exception:
+        scale = np.zeros((n, n))
+    label = lambda i, k: f"d²f/d{graph.variables[i]}d{graph.variables[k]}"
+    ill_conditioned(ref, scale, spread, diags, bad, label)
+    if "symbolic" in selected:
+        results["symbolic"] = MethodResult("symbolic", ref.copy() if sym.status != "unavailable" else None,
+                                           "ok" if sym.status == "ok" else sym.status, sym.message,
+                                           seconds=sym_seconds)
+        if sym.status != "unavailable":
+            gradients["symbolic"] = ref_grad
+    value = _value(graph, point, bad_value)
+    xs = np.array([max(abs(point[v]), 1.0) for v in graph.variables])
+    g = np.abs(np.nan_to_num(ref_grad)) if ref_grad is not None else np.zeros(n)
+    floor = 1e-8 * (1 + g)[:, None] / xs[None, :]  # the differences see the gradient to ~1e-8 of its size
+    for name, m in results.items():
+        if m.jacobian is not None:
+            m.jacobian = np.where(bad, np.nan, m.jacobian)
+            if m.status == "unavailable" and np.isfinite(m.jacobian[~bad]).all():
+                m.status, m.message = "ok", ""  # only the entries the point itself spoils were missing
+        if m.jacobian is None or m.status in ("error", "unavailable") or ref is None:
+            continue
+        if name == reference and name != "symbolic":
+            continue
+        judge(m, ref, ref_exact, bad, scale, spread, rtol, atol, floor, TOLERANCES[name],
+              numerical=name in NUMERICAL, label=label)
+
+    ordered = {k: results[k] for k in HESSIAN_ORDER if k in results}
+    report = HessianReport(expression, list(graph.variables), point, value,
+                           None if ref_grad is None else np.where(bad_grad | bad_value, np.nan, ref_grad),
+                           sym.text or None, reference, ordered, "agree", diagnostics=diags,
+                           warnings=list(warnings),
+                           reference_hessian=None if ref is None else np.where(bad, np.nan, ref),
+                           symmetry={k: symmetry(m.jacobian) for k, m in ordered.items()},
+                           symbolic_gradient=sym.gradient_text or None)
+    if ref is not None and not bad.any() and np.isfinite(ref).all():
+        sym_ref = (ref + ref.T) / 2
+        report.eigenvalues = np.linalg.eigvalsh(sym_ref) if n else np.zeros(0)
+        tol = DEFINITENESS_RTOL
+        if reference == "central_of_reverse" and n:  # only as good as the differences' own estimate
+            est = results[reference].error_estimate
+            big = np.max(np.abs(report.eigenvalues))
+            if est is not None and big > 0:
+                tol = max(tol, 10 * float(np.max(np.nan_to_num(est))) / big)
+        report.definiteness = definiteness(report.eigenvalues, tol)
+    verdict(report, sym.status, sym.message, bad, ref is not None)
+    return report, gradients
+
+
+def _fallback_reference(graph, point, results):
+    """Without sympy: the two AD routes when they agree, otherwise the differences of the gradient."""
+    try:
+        Ha = results["forward_over_reverse"].jacobian if "forward_over_reverse" in results \
+            else hm.forward_over_reverse(graph, point).hessian
+        Hb = results["reverse_over_forward"].jacobian if "reverse_over_forward" in results \
+            else hm.reverse_over_forward(graph, point).hessian
+        if np.allclose(Ha, Hb, rtol=1e-12, atol=0, equal_nan=True):
+            return (Ha + Hb) / 2, "consensus"
+        c = results.get("central_of_reverse")
+        return (c.jacobian if c is not None else hm.central_of_reverse(graph, point).hessian), "central_of_reverse"
+    except Exception:
+        return None, "none"
+
+
+def _value(graph, point, bad_value):
+    """The value in float64, as ``grad`` reports it (None where undefined)."""
+    if bad_value:
+        return None
+    v = float(reverse.jacobian(graph, point)[0][0])
+    return v if np.isfinite(v) else None
+
+
+def _directional(report: HessianReport, gradients: dict, v: np.ndarray) -> None:
+    """grad·v and H·v for every method that has a matrix, with relative errors against the reference's."""
+    report.direction = v
+    ref_h = report.reference_hessian
+    ref_hv = None if ref_h is None else ref_h @ v
+    ref_g = report.gradient_reference
+    ref_d = None if ref_g is None else np.array([ref_g @ v])
+    for name, m in report.methods.items():
+        if m.jacobian is None:
+            continue
+        g = gradients.get(name, ref_g)
+        d = np.array([np.nan]) if g is None else np.array([np.asarray(g, dtype=float) @ v])
+        hv = m.jacobian @ v
+        own = name == report.reference
+        report.directional[name] = Directional(
+            d, None if own or ref_d is None else relative_error(d, ref_d),
+            hv, None if own or ref_hv is None else relative_error(hv, ref_hv))

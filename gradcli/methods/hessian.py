@@ -1,0 +1,318 @@
+"""Second derivatives of a scalar expression: the Hessian by four routes that share as little as possible.
+
+* :func:`forward_over_reverse`: the reverse-mode tape run on dual numbers. Each variable's tangent is
+  a unit vector, the tape records partials evaluated with :class:`~gradcli.methods.forward.DualOps`,
+  and one backward sweep gives adjoints whose values are the gradient and whose tangents are the
+  Hessian's rows. Seeding the tangents with a direction ``v`` instead gives H·v in one sweep.
+* :func:`reverse_over_forward`: forward mode whose values are tape Vars: one forward pass per
+  direction e_k, then a reverse sweep of the tangent (d f/d x_k as a function of x) gives row k.
+* :func:`central_of_reverse`: central differences of the reverse-mode gradient, with the step choice
+  and error estimate of :func:`gradcli.methods.numeric.central` (every step in one vectorised tape).
+* :func:`symbolic_hessian`: sympy's second derivatives of the sympy expression, to 35 digits.
+
+The first two differentiate the table's partial rules once more (the same single-written rules, on
+other value types); the difference quotient only reads first derivatives; sympy reads none of ours.
+:func:`rounding_spread` is the Monte Carlo arithmetic estimate of how far rounding alone moves the
+Hessian (nested forward mode, every rounding one ulp off in a random direction).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import sympy
+
+from ..graph import Graph
+from . import numeric, reverse, symbolic
+from ..primitives import PRIMITIVES, NumericOps, Ops
+from .forward import Dual, DualOps, _split, scale_tangent
+from .reverse import TapeOps, Var
+
+_EPS = np.finfo(np.float64).eps
+#: The tape over dual numbers (forward-over-reverse) and dual numbers over the tape (reverse-over-forward).
+_TAPE_OF_DUALS = TapeOps(DualOps())
+_DUALS_OF_TAPE = DualOps(inner=TapeOps())
+_DUALS_OF_DUALS = DualOps(inner=DualOps())
+
+
+@dataclass
+class HessianResult:
+    """One route's value, gradient and Hessian (or H·V for given tangents), or why there is none."""
+
+    value: float
+    gradient: np.ndarray
+    hessian: np.ndarray | None
+    error: np.ndarray | None = None  # a numerical method's own error estimate
+    status: str = "ok"
+    message: str = ""
+    detail: dict = field(default_factory=dict)
+
+
+def _require_scalar(graph: Graph):
+    if len(graph.outputs) != 1:
+        raise ValueError(f"a Hessian needs a scalar expression; this one has {len(graph.outputs)} outputs")
+
+
+def _run_graph(graph: Graph, ops, leaf):
+    """Every node through ``ops`` with ``leaf(name)`` for the variables; returns the output's value."""
+    vals: dict = {}
+    last = graph.last_use
+    for i, node in enumerate(graph.nodes):
+        if node.op == "var":
+            vals[i] = leaf(node.attr)
+        elif node.op == "const":
+            vals[i] = np.float64(node.attr.value)
+        else:
+            vals[i] = ops.apply(node.op, *(vals[a] for a in node.args))
+            for a in set(node.args):
+                if last[a] == i:
+                    del vals[a]
+    return vals[graph.outputs[0]]
+
+
+def forward_over_reverse(graph: Graph, point: dict, tangents=None) -> HessianResult:
+    """The Hessian (or H @ tangents, with ``tangents`` of shape (nvars,) or (nvars, k)) by one reverse
+    sweep of a tape whose values are dual numbers."""
+    _require_scalar(graph)
+    n = len(graph.variables)
+    V = np.eye(n) if tangents is None else np.asarray(tangents, dtype=np.float64).reshape(n, -1)
+    column = {v: k for k, v in enumerate(graph.variables)}
+    with np.errstate(all="ignore"):
+        leaves = {name: Var(Dual(np.float64(point[name]), V[column[name]].copy()), requires_grad=True)
+                  for name in graph.variables}
+        out = _run_graph(graph, _TAPE_OF_DUALS, leaves.__getitem__)
+        inputs = [leaves[name] for name in graph.variables]
+        value = out.value if isinstance(out, Var) else out
+        if isinstance(out, Var) and out.requires_grad:
+            adjoints = reverse.grad(out, inputs, seeds=1.0)
+        else:  # a constant
+            adjoints = [0.0] * n
+    value = float(_split(value)[0])
+    grad = np.zeros(n)
+    H = np.zeros((n, V.shape[1]))
+    for j, a in enumerate(adjoints):
+        g, t = _split(a)
+        grad[j] = float(_split(g)[0]) if isinstance(g, Dual) else float(np.asarray(g))
+        if t is not None:
+            H[j] = np.broadcast_to(np.asarray(t, dtype=np.float64), (V.shape[1],))
+    return HessianResult(value, grad, H if tangents is None else H.reshape(np.shape(tangents)))
+
+
+def hvp(graph: Graph, point: dict, v) -> np.ndarray:
+    """The Hessian-vector product H·v in one forward-over-reverse sweep (no Hessian is formed)."""
+    return forward_over_reverse(graph, point, tangents=np.asarray(v, dtype=np.float64)).hessian
+
+
+def reverse_over_forward(graph: Graph, point: dict) -> HessianResult:
+    """The Hessian by forward mode over tape Vars: per variable k one forward pass with tangent e_k,
+    whose tangent (df/dx_k, recorded on the tape) is swept backward for row k."""
+    _require_scalar(graph)
+    n = len(graph.variables)
+    H = np.zeros((n, n))
+    grad = np.zeros(n)
+    value = np.nan
+    with np.errstate(all="ignore"):
+        leaves = {name: Var(np.float64(point[name]), requires_grad=True) for name in graph.variables}
+        inputs = [leaves[name] for name in graph.variables]
+        for k, name_k in enumerate(graph.variables):
+            # only x_k carries a tangent: the other variables are plain Vars (no zero tangents recorded)
+            out = _run_graph(graph, _DUALS_OF_TAPE,
+                             lambda name: Dual(leaves[name], 1.0) if name == name_k else leaves[name])
+            v, t = _split(out)
+            value = float(np.asarray(v.value if isinstance(v, Var) else v))
+            if t is None:
+                continue
+            grad[k] = float(np.asarray(t.value if isinstance(t, Var) else t))
+            if isinstance(t, Var) and t.requires_grad:
+                H[k] = [float(np.asarray(g)) for g in reverse.grad(t, inputs)]
+        if n == 0:
+            out = _run_graph(graph, _DUALS_OF_TAPE, leaves.__getitem__)
+            value = float(np.asarray(out.value if isinstance(out, Var) else out))
+    return HessianResult(value, grad, H)
+
+
+def _gradient_stencil(graph: Graph):
+    """stencil(x, deltas) -> gradient at x + deltas[i, j] e_j for every row i and variable j, as
+    (nvars [component], m, nvars [perturbed]): all m*nvars points in one vectorised tape."""
+    n = len(graph.variables)
+
+    def stencil(x, deltas):
+        m = deltas.shape[0]
+        leaves = []
+        for k in range(n):
+            col = np.full((n, m), x[k])
+            col[k] = x[k] + deltas[:, k]
+            leaves.append(Var(col.ravel(), requires_grad=True))
+        with np.errstate(all="ignore"):
+            out = _run_graph(graph, reverse.F, dict(zip(graph.variables, leaves)).__getitem__)
+            if not (isinstance(out, Var) and out.requires_grad):
+                return np.zeros((n, m, n))
+            gs = reverse.grad(out, leaves, seeds=np.ones(np.shape(out.value)))
+        G = np.stack([np.broadcast_to(g, (n * m,)) for g in gs])  # (component, perturbed * m)
+        return G.reshape(n, n, m).transpose(0, 2, 1)
+
+    return stencil
+
+
+def central_of_reverse(graph: Graph, point: dict) -> HessianResult:
+    """Central differences of the reverse-mode gradient, the step chosen per entry as
+    :func:`gradcli.methods.numeric.central` does, with its error estimate."""
+    _require_scalar(graph)
+    x = np.array([point[v] for v in graph.variables], dtype=np.float64)
+    values, J = reverse.jacobian(graph, point)
+    if x.size == 0:
+        return HessianResult(float(values[0]), np.zeros(0), np.zeros((0, 0)), np.zeros((0, 0)))
+    r = numeric.central_of(_gradient_stencil(graph), x)
+    return HessianResult(float(values[0]), np.asarray(J[0], dtype=float), r.jacobian, r.error, r.status,
+                         r.message, r.detail)
+
+
+@dataclass
+class SymbolicHessian:
+    status: str  # ok | undefined | unavailable
+    message: str = ""
+    text: list = field(default_factory=list)  # [i][j] strings of the second derivatives
+    gradient_text: list = field(default_factory=list)
+    values: list = field(default_factory=list)  # [i][j] 35-digit sympy Floats, None where undefined
+    gradient: list = field(default_factory=list)  # 35-digit first derivatives, None where undefined
+    value: object = None
+
+
+def symbolic_hessian(graph: Graph, point: dict, timeout: float | None = symbolic.DEFAULT_TIMEOUT,
+                     digits: int = symbolic.DIGITS) -> SymbolicHessian:
+    """sympy's Hessian (its own rules, real symbols) evaluated at the exact binary point to 35 digits."""
+    _require_scalar(graph)
+    syms = symbolic.symbols_of(graph)
+    xs = [syms[v] for v in graph.variables]
+    n = len(xs)
+    try:
+        with symbolic.time_limit(timeout):
+            (f,) = symbolic.to_sympy(graph, syms)
+            ds = [symbolic._tidy(sympy.diff(f, s)) for s in xs]
+            H = [[None] * n for _ in range(n)]
+            for i in range(n):
+                for j in range(i, n):  # sympy.hessian's order: d/dx_j of d/dx_i, mirrored
+                    H[i][j] = H[j][i] = symbolic._tidy(sympy.diff(ds[i], xs[j]))
+            res = SymbolicHessian("ok", text=[[sympy.sstr(d) for d in row] for row in H],
+                                  gradient_text=[sympy.sstr(d) for d in ds])
+    except symbolic.SymbolicTimeout:
+        return SymbolicHessian("unavailable", f"sympy did not finish within {timeout:g} s")
+    except (RecursionError, MemoryError):
+        return SymbolicHessian("unavailable", "the expression is too deep for sympy")
+    except (TypeError, ValueError, ArithmeticError) as exc:
+        return SymbolicHessian("unavailable", f"sympy cannot differentiate this expression ({exc})")
+    subs = {syms[v]: sympy.Rational(float(point[v])) for v in graph.variables}
+    try:
+        with symbolic.time_limit(timeout):
+            res.values = [[symbolic._evalf(d, digits, subs) for d in row] for row in H]
+            res.gradient = [symbolic._evalf(d, digits, subs) for d in ds]
+            res.value = symbolic._evalf(f, digits, subs)
+    except symbolic.SymbolicTimeout:
+        return SymbolicHessian("unavailable", f"sympy could not evaluate within {timeout:g} s", text=res.text,
+                               gradient_text=res.gradient_text)
+    except (RecursionError, MemoryError, TypeError, ValueError) as exc:
+        return SymbolicHessian("unavailable", f"sympy could not evaluate the Hessian ({type(exc).__name__})",
+                               text=res.text, gradient_text=res.gradient_text)
+    if any(v is None for row in res.values for v in row):
+        res.status = "undefined"
+        res.message = "the symbolic Hessian is not a finite real number at this point"
+    return res
+
+
+class _Mag(Dual):
+    """A dual number whose tangent is a magnitude: sums of |partial|·tangent, so nothing cancels."""
+
+    __slots__ = ()
+
+
+class _MagnitudeOps(Ops):
+    """Like DualOps, with every local partial replaced by its absolute value (and the absolute value of
+    its own tangent, one level in): nested, it gives sum over paths of |products of partials and second
+    partials|, the Hessian without cancellation (``scale`` in the tolerance, as for ``grad``)."""
+
+    def __init__(self, inner: Ops):
+        self.inner = inner
+
+    def apply(self, name, *args):
+        prim = PRIMITIVES[name]
+        split = [_split(a) for a in args]
+        vals = [v for v, _ in split]
+        ans = self.inner.apply(name, *vals)
+        tangent = None
+        for rule, (_, t) in zip(prim.partials, split):
+            if t is None:
+                continue
+            p = rule(self.inner, ans, *vals)
+            if isinstance(p, float) and p == 0.0:
+                continue
+            term = scale_tangent(_magnitude(p), t)
+            tangent = term if tangent is None else tangent + term
+        if tangent is None:
+            return ans if all(t is None for _, t in split) else _Mag(ans, 0.0)
+        return _Mag(ans, tangent)
+
+
+def _magnitude(p):
+    return _Mag(_magnitude(p.value), _magnitude(p.tangent)) if isinstance(p, Dual) else np.abs(p)
+
+
+_MAG_INNER = _MagnitudeOps(NumericOps())
+_MAG_OUTER = _MagnitudeOps(_MAG_INNER)
+for _op, _prim in (("add", "add"), ("sub", "sub"), ("mul", "mul"), ("truediv", "div"), ("pow", "pow")):
+    setattr(_Mag, f"__{_op}__", lambda a, b, _p=_prim: _MAG_INNER.apply(_p, a, b))
+    setattr(_Mag, f"__r{_op}__", lambda a, b, _p=_prim: _MAG_INNER.apply(_p, b, a))
+_Mag.__neg__ = lambda a: _MAG_INNER.apply("neg", a)
+
+
+def magnitudes(graph: Graph, point: dict) -> np.ndarray:
+    """The Hessian computed without any cancellation: what float64 rounding is relative to."""
+    return forward_over_forward(graph, point, magnitude=True)
+
+
+def forward_over_forward(graph: Graph, point: dict, jiggle: np.ndarray | None = None,
+                         magnitude: bool = False) -> np.ndarray:
+    """The Hessian by nested dual numbers, one pass per row; with ``jiggle`` (signs, shape (nodes, 2))
+    every computed value and tangent gets one extra rounding error of one ulp (see :func:`rounding_spread`);
+    with ``magnitude``, the cancellation-free magnitudes instead (:func:`magnitudes`)."""
+    _require_scalar(graph)
+    D, ops = (_Mag, _MAG_OUTER) if magnitude else (Dual, _DUALS_OF_DUALS)
+    n = len(graph.variables)
+    eye = np.eye(n)
+    column = {v: k for k, v in enumerate(graph.variables)}
+    H = np.zeros((n, n))
+    with np.errstate(all="ignore"):
+        for k in range(n):
+            vals: list = []
+            for i, node in enumerate(graph.nodes):
+                if node.op == "var":
+                    j = column[node.attr]
+                    vals.append(D(D(np.float64(point[node.attr]), eye[j]), D(eye[k, j], 0.0)))
+                elif node.op == "const":
+                    c = np.float64(node.attr.value)
+                    exact = jiggle is None or node.attr.exact() == c
+                    vals.append(c if exact else c * (1 + _EPS * jiggle[i, 0]))
+                else:
+                    d = ops.apply(node.op, *(vals[a] for a in node.args))
+                    if jiggle is not None:
+                        up, tu = 1 + _EPS * jiggle[i, 0], 1 + _EPS * jiggle[i, 1]
+                        d = Dual(d.value * up, d.tangent * tu) if isinstance(d, Dual) else d * up
+                    vals.append(d)
+            _, t = _split(vals[graph.outputs[0]])
+            if t is not None:
+                _, row = _split(t)
+                if row is not None:
+                    H[k] = np.broadcast_to(np.asarray(row, dtype=np.float64), (n,))
+    return H
+
+
+def rounding_spread(graph: Graph, point: dict, trials: int = 3, seed: int = 0) -> np.ndarray:
+    """How far float64 rounding alone can move the Hessian at ``point`` (Monte Carlo arithmetic, as
+    :func:`gradcli.methods.forward.rounding_spread` does for the Jacobian)."""
+    rng = np.random.default_rng(seed)
+    H0 = forward_over_forward(graph, point)
+    spread = np.zeros_like(H0)
+    with np.errstate(invalid="ignore"):
+        for _ in range(trials):
+            signs = rng.choice((-1.0, 1.0), size=(len(graph.nodes), 2))
+            spread = np.fmax(spread, np.abs(forward_over_forward(graph, point, signs) - H0))
+    return spread

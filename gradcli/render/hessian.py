@@ -1,0 +1,67 @@
+"""The rich rendering of a HessianReport: second derivatives, each method's error and symmetry (or its
+full matrix), eigenvalues and definiteness, the directional derivative and H·v, the verdict."""
+from __future__ import annotations
+
+from rich.console import Group
+from rich.text import Text
+
+from ..report import HessianReport
+from .table import (_truncate, direction_table, entry_table, fmt_error, fmt_exact, fmt_number, method_table,
+                    notes_and_verdict)
+
+DEFINITENESS_TEXT = {
+    "minimum": "positive definite: a local minimum where the gradient vanishes",
+    "maximum": "negative definite: a local maximum where the gradient vanishes",
+    "saddle": "indefinite: a saddle where the gradient vanishes",
+    "degenerate": "singular: the second-derivative test is inconclusive",
+}
+
+
+def _label(report: HessianReport, i: int, k: int) -> str:
+    a, b = report.variables[i], report.variables[k]
+    return f"∂²f/∂{a}²" if i == k else f"∂²f/∂{a}∂{b}"
+
+
+def render_hessian(report: HessianReport, full: bool = False) -> Group:
+    """By default one row per method (status, largest error, symmetry); ``full`` adds every entry."""
+    parts = []
+    head = Text()
+    head.append("f", style="bold")
+    head.append(f"({_truncate(', '.join(report.variables))}) = {_truncate(report.expression)}\n")
+    point = _truncate(", ".join(f"{k} = {fmt_exact(v)}" for k, v in report.point.items()))
+    head.append(f"at {point}\n" if point else "")
+    head.append(f"value: {fmt_exact(report.value)}\n")
+    grad = ", ".join(fmt_number(g) for g in report.gradient.values())
+    head.append(f"gradient: ({grad})")
+    parts.append(head)
+
+    n = len(report.variables)
+    if report.symbolic:
+        sym = Text()
+        for i in range(n):
+            for k in range(i, n):
+                sym.append(f"{_label(report, i, k)} = ", style="bold")
+                sym.append(_truncate(report.symbolic[i][k]) + "\n")
+        parts.append(sym)
+
+    def symmetry_cell(name, m):
+        s = report.symmetry.get(name)
+        return Text("—" if s is None else ("0" if s == 0 else f"{s:.1e}"),
+                    style="dim" if s is None else "green" if s < 1e-10 else "yellow")
+
+    parts.append(method_table(report, [("asymmetry", symmetry_cell)]))
+    if full:
+        parts.append(entry_table(report, [(_label(report, i, k), i, k) for i in range(n) for k in range(n)]))
+
+    if report.eigenvalues is not None and report.definiteness is not None:
+        eig = Text()
+        eig.append("eigenvalues: ", style="bold")
+        eig.append(", ".join(fmt_number(v, 8) for v in report.eigenvalues) + "\n")
+        eig.append("definiteness: ", style="bold")
+        eig.append(report.definiteness, style="bold")
+        eig.append(f" ({DEFINITENESS_TEXT[report.definiteness]})")
+        parts.append(eig)
+    if report.direction is not None:
+        parts.append(direction_table(report, hvp=True))
+    parts.extend(notes_and_verdict(report))
+    return Group(*parts)
