@@ -10,11 +10,24 @@ from .table import (_truncate, direction_table, entry_table, fmt_error, fmt_exac
                     notes_and_verdict)
 
 DEFINITENESS_TEXT = {
-    "minimum": "positive definite: a local minimum where the gradient vanishes",
-    "maximum": "negative definite: a local maximum where the gradient vanishes",
-    "saddle": "indefinite: a saddle where the gradient vanishes",
+    "minimum": "positive definite",
+    "maximum": "negative definite",
+    "saddle": "indefinite",
     "degenerate": "singular: the second-derivative test is inconclusive",
 }
+# what the Hessian's sign says about the point, which only holds where the gradient vanishes
+CRITICAL_TEXT = {"minimum": "a local minimum", "maximum": "a local maximum", "saddle": "a saddle point"}
+
+
+def _definiteness_text(report: HessianReport) -> str:
+    text = DEFINITENESS_TEXT[report.definiteness]
+    critical = CRITICAL_TEXT.get(report.definiteness)
+    grad = [g for g in report.gradient.values() if g is not None]
+    if critical and grad and all(g == 0 for g in grad):
+        return f"{text}: {critical}"
+    if critical:
+        return f"{text}; the gradient is not zero here, so this is not {critical}"
+    return text
 
 
 def _label(report: HessianReport, i: int, k: int) -> str:
@@ -59,7 +72,7 @@ def render_hessian(report: HessianReport, full: bool = False) -> Group:
         eig.append(", ".join(fmt_number(v, 8) for v in report.eigenvalues) + "\n")
         eig.append("definiteness: ", style="bold")
         eig.append(report.definiteness, style="bold")
-        eig.append(f" ({DEFINITENESS_TEXT[report.definiteness]})")
+        eig.append(f" ({_definiteness_text(report)})")
         parts.append(eig)
     if report.direction is not None:
         parts.append(direction_table(report, hvp=True))
