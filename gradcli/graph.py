@@ -182,9 +182,10 @@ def evaluate(graph: Graph, inputs: dict, xp=np, dtype=None, jiggle=None) -> list
 _EPS = np.finfo(np.float64).eps
 
 
-def node_values(graph: Graph, inputs: dict, xp=np) -> list:
-    """The value of every node (kept, not freed): for diagnostics and explanations."""
-    ops = NumericOps(xp)
+def node_values(graph: Graph, inputs: dict, xp=np, ops=None) -> list:
+    """The value of every node (kept, not freed): for diagnostics and explanations, or, with other
+    ``ops`` (tape variables, dual numbers), to record a tape over the whole graph."""
+    ops = ops or NumericOps(xp)
     vals: list = []
     for n in graph.nodes:
         if n.op == "var":

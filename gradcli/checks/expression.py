@@ -68,18 +68,12 @@ class GraphAD:
         self.value = _stack([o.value if hasattr(o, "value") else o for o in outs])
 
     def _tape(self):
+        from ..graph import node_values
         from ..methods.reverse import F, Var
 
         leaves = {k: Var(np.asarray(v, dtype=np.float64), requires_grad=k in self.wrt) for k, v in self.base.items()}
-        vals = []
         with np.errstate(all="ignore"):
-            for node in self.graph.nodes:
-                if node.op == "var":
-                    vals.append(leaves[node.attr])
-                elif node.op == "const":
-                    vals.append(np.float64(node.attr.value))
-                else:
-                    vals.append(F.apply(node.op, *(vals[a] for a in node.args)))
+            vals = node_values(self.graph, leaves, ops=F)
         return leaves, [vals[o] for o in self.graph.outputs]
 
     def vjp(self, cotangent) -> dict:

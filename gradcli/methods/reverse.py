@@ -13,6 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..graph import node_values
 from ..primitives import PRIMITIVES, NumericOps, Ops
 
 _NUMERIC = NumericOps(np)
@@ -276,14 +277,7 @@ def jacobian(graph, point: dict) -> tuple[list, np.ndarray]:
         # float64 even for an int or float32 point: the reference methods all work in float64
         leaves = {name: Var(np.asarray(point[name], dtype=np.result_type(np.float64, point[name])),
                             requires_grad=True) for name in graph.variables}
-        vals: list = []
-        for node in graph.nodes:
-            if node.op == "var":
-                vals.append(leaves[node.attr])
-            elif node.op == "const":
-                vals.append(np.float64(node.attr.value))
-            else:
-                vals.append(F.apply(node.op, *(vals[a] for a in node.args)))
+        vals = node_values(graph, leaves, ops=F)
         outs = [vals[o] for o in graph.outputs]
         del vals
         inputs = [leaves[name] for name in graph.variables]
