@@ -22,7 +22,7 @@ def _call(op, vals) -> str:
     return f"{op}({', '.join(_fmt(v) for v in vals)})"
 
 
-def _variable_masks(graph: Graph) -> list[int]:
+def variable_masks(graph: Graph) -> list[int]:
     """Bit k of masks[i] is set when node i depends on variable k."""
     index = {v: k for k, v in enumerate(graph.variables)}
     masks: list[int] = []
@@ -34,7 +34,7 @@ def _variable_masks(graph: Graph) -> list[int]:
     return masks
 
 
-def _output_masks(graph: Graph) -> list[int]:
+def output_masks(graph: Graph) -> list[int]:
     """Bit j of masks[i] is set when output j depends on node i."""
     masks = [0] * len(graph.nodes)
     for j, o in enumerate(graph.outputs):
@@ -54,13 +54,13 @@ def diagnose(graph: Graph, point: dict) -> tuple[list, np.ndarray, np.ndarray]:
     bad_value = np.zeros(nout, dtype=bool)
     bad_deriv = np.zeros((nout, nvar), dtype=bool)
     found: list = []
-    var_masks = _variable_masks(graph)
+    var_masks = variable_masks(graph)
     out_masks = None
 
     def mark(i, kind, message, value_too):
         nonlocal out_masks
         if out_masks is None:
-            out_masks = _output_masks(graph)
+            out_masks = output_masks(graph)
         found.append(Diagnostic(kind, graph.nodes[i].op, message))
         for j in range(nout):
             if out_masks[i] >> j & 1:
@@ -117,7 +117,7 @@ def diagnose_hessian(graph: Graph, point: dict) -> tuple[list, bool, np.ndarray,
 
     found, bad_value, bad_deriv = diagnose(graph, point)
     nvar = len(graph.variables)
-    var_masks = _variable_masks(graph)
+    var_masks = variable_masks(graph)
     bad_grad = np.array(bad_deriv[0])
     bad_vars = bad_grad.copy()
     if bad_value.any():

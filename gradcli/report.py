@@ -20,6 +20,15 @@ def finite_or_none(v):
     return v if math.isfinite(v) else None
 
 
+def symbolic_document(variables, symbolic):
+    """Derivative strings for JSON: {var: text} for one output, a list of those for several."""
+    if symbolic is None:
+        return None
+    if len(symbolic) > 1:
+        return [dict(zip(variables, row)) for row in symbolic]
+    return dict(zip(variables, symbolic[0]))
+
+
 @dataclass
 class Diagnostic:
     """Why a point is not an ordinary one: ``kind`` is ``undefined`` or ``nondifferentiable``."""
@@ -165,12 +174,7 @@ class GradReport:
                                                    else finite_or_none(d.derivative[0]))
                 entry["directional_rel_error"] = finite_or_none(d.derivative_rel_error)
             methods[name] = entry
-        if self.symbolic is None:
-            symbolic = None
-        elif self.vector:
-            symbolic = [dict(zip(self.variables, row)) for row in self.symbolic]
-        else:
-            symbolic = dict(zip(self.variables, self.symbolic[0]))
+        symbolic = symbolic_document(self.variables, self.symbolic)
         return _common(self, {
             "value": [finite_or_none(v) for v in self.values] if self.vector else finite_or_none(self.values[0]),
             "symbolic": symbolic,

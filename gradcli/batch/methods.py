@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..diagnose import output_masks, variable_masks
 from ..graph import Graph, evaluate
 from ..methods.forward import Dual, DualOps, sweep
 from ..methods import numeric
@@ -79,20 +80,7 @@ def rounding_spread(graph: Graph, inputs: dict, J0, xp, dtype, seed: int = 0, n:
 # --- undefined points and kinks, elementwise -----------------------------------------------------------
 
 def _masks(graph: Graph):
-    index = {v: k for k, v in enumerate(graph.variables)}
-    var_masks = []
-    for nd in graph.nodes:
-        mk = 1 << index[nd.attr] if nd.op == "var" else 0
-        for a in nd.args:
-            mk |= var_masks[a]
-        var_masks.append(mk)
-    out_masks = [0] * len(graph.nodes)
-    for j, o in enumerate(graph.outputs):
-        out_masks[o] |= 1 << j
-    for i in range(len(graph.nodes) - 1, -1, -1):
-        for a in graph.nodes[i].args:
-            out_masks[a] |= out_masks[i]
-    return var_masks, out_masks
+    return variable_masks(graph), output_masks(graph)
 
 
 def diagnose(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):

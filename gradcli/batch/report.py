@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..report import EXIT_MISMATCH, EXIT_OK, EXIT_UNDEFINED, finite_or_none
+from ..report import EXIT_MISMATCH, EXIT_OK, EXIT_UNDEFINED, finite_or_none, symbolic_document
 
 
 @dataclass
@@ -102,13 +102,7 @@ class BatchReport:
 
     def to_dict(self) -> dict:
         """Exactly the ``--json`` document."""
-        vector = self.symbolic is not None and len(self.symbolic) > 1
-        if self.symbolic is None:
-            symbolic = None
-        elif vector:
-            symbolic = [dict(zip(self.variables, row)) for row in self.symbolic]
-        else:
-            symbolic = dict(zip(self.variables, self.symbolic[0]))
+        symbolic = symbolic_document(self.variables, self.symbolic)
         doc = {
             "expression": self.expression,
             "variables": list(self.variables),
