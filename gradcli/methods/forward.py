@@ -62,9 +62,11 @@ class DualOps(Ops):
     The partials are evaluated with ``inner`` ops, so nesting (duals of duals) gives higher orders.
     """
 
-    def __init__(self, xp=np, inner: Ops | None = None):
+    def __init__(self, xp=np, inner: Ops | None = None, dual=None, partial=None):
         self.xp = xp
         self.inner = inner or NumericOps(xp)
+        self.dual = dual or Dual  # the class of the results
+        self.partial = partial  # a map applied to every local partial (abs, for magnitudes)
 
     def apply(self, name, *args):
         prim = PRIMITIVES[name]
@@ -78,11 +80,13 @@ class DualOps(Ops):
             p = rule(self.inner, ans, *vals)
             if isinstance(p, float) and p == 0.0:
                 continue
+            if self.partial is not None:
+                p = self.partial(p)
             term = t if (isinstance(p, float) and p == 1.0) else scale_tangent(p, t)
             tangent = term if tangent is None else tangent + term
         if tangent is None:
-            return ans if all(t is None for _, t in split) else Dual(ans, 0.0)
-        return Dual(ans, tangent)
+            return ans if all(t is None for _, t in split) else self.dual(ans, 0.0)
+        return self.dual(ans, tangent)
 
 
 F = DualOps()

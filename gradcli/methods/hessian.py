@@ -24,8 +24,8 @@ import sympy
 
 from ..graph import Graph
 from . import numeric, reverse, symbolic
-from ..primitives import PRIMITIVES, NumericOps, Ops
-from .forward import Dual, DualOps, _split, scale_tangent
+from ..primitives import NumericOps
+from .forward import Dual, DualOps, _split
 from .reverse import TapeOps, Var
 
 _EPS = np.finfo(np.float64).eps
@@ -225,39 +225,15 @@ class _Mag(Dual):
     __slots__ = ()
 
 
-class _MagnitudeOps(Ops):
-    """Like DualOps, with every local partial replaced by its absolute value (and the absolute value of
-    its own tangent, one level in): nested, it gives sum over paths of |products of partials and second
-    partials|, the Hessian without cancellation (``scale`` in the tolerance, as for ``grad``)."""
-
-    def __init__(self, inner: Ops):
-        self.inner = inner
-
-    def apply(self, name, *args):
-        prim = PRIMITIVES[name]
-        split = [_split(a) for a in args]
-        vals = [v for v, _ in split]
-        ans = self.inner.apply(name, *vals)
-        tangent = None
-        for rule, (_, t) in zip(prim.partials, split):
-            if t is None:
-                continue
-            p = rule(self.inner, ans, *vals)
-            if isinstance(p, float) and p == 0.0:
-                continue
-            term = scale_tangent(_magnitude(p), t)
-            tangent = term if tangent is None else tangent + term
-        if tangent is None:
-            return ans if all(t is None for _, t in split) else _Mag(ans, 0.0)
-        return _Mag(ans, tangent)
-
-
 def _magnitude(p):
     return _Mag(_magnitude(p.value), _magnitude(p.tangent)) if isinstance(p, Dual) else np.abs(p)
 
 
-_MAG_INNER = _MagnitudeOps(NumericOps())
-_MAG_OUTER = _MagnitudeOps(_MAG_INNER)
+# DualOps with every local partial replaced by its absolute value (and the absolute value of its own
+# tangent, one level in): nested, it gives sum over paths of |products of partials and second partials|,
+# the Hessian without cancellation (``scale`` in the tolerance, as for ``grad``)
+_MAG_INNER = DualOps(inner=NumericOps(), dual=_Mag, partial=_magnitude)
+_MAG_OUTER = DualOps(inner=_MAG_INNER, dual=_Mag, partial=_magnitude)
 for _op, _prim in (("add", "add"), ("sub", "sub"), ("mul", "mul"), ("truediv", "div"), ("pow", "pow")):
     setattr(_Mag, f"__{_op}__", lambda a, b, _p=_prim: _MAG_INNER.apply(_p, a, b))
     setattr(_Mag, f"__r{_op}__", lambda a, b, _p=_prim: _MAG_INNER.apply(_p, b, a))

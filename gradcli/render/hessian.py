@@ -6,7 +6,7 @@ from rich.console import Group
 from rich.text import Text
 
 from ..report import HessianReport
-from .table import (_truncate, direction_table, entry_table, fmt_error, fmt_exact, fmt_number, method_table,
+from .table import (_truncate, direction_table, entry_table, fmt_exact, fmt_number, method_table,
                     notes_and_verdict)
 
 DEFINITENESS_TEXT = {
