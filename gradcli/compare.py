@@ -180,17 +180,8 @@ def _compare(graph, point, expression, methods, rtol, atol, timeout, warnings) -
     values = _values(graph, point, bad_value)
     xs = np.array([max(abs(point[v]), 1.0) for v in graph.variables])
     floor = 1e-8 * (1 + np.abs(np.nan_to_num(np.array(values, dtype=float))))[:, None] / xs[None, :]
-    for name, m in results.items():
-        if m.jacobian is not None:
-            m.jacobian = np.where(bad_deriv, np.nan, m.jacobian)
-            if m.status == "unavailable" and np.isfinite(m.jacobian[~bad_deriv]).all():
-                m.status, m.message = "ok", ""  # only the entries the point itself spoils were missing
-        if m.jacobian is None or m.status in ("error", "unavailable") or ref is None:
-            continue
-        if name == reference and name != "symbolic":
-            continue
-        judge(m, ref, ref_exact, bad_deriv, scale, spread, rtol, atol, floor, TOLERANCES[name],
-              numerical=name in NUMERICAL, label=lambda i, k: f"d/d{graph.variables[k]}")
+    judge_all(results, reference, ref, ref_exact, bad_deriv, scale, spread, rtol, atol, floor, TOLERANCES,
+              NUMERICAL, label=lambda i, k: f"d/d{graph.variables[k]}")
 
     report = GradReport(expression, list(graph.variables), point, values,
                         sym.text if sym.text else None, reference,
@@ -221,6 +212,23 @@ def ill_conditioned(ref, scale, spread, diags, bad_deriv, label) -> None:
     bad_deriv |= ill
 
 
+
+
+def judge_all(results: dict, reference: str, ref, ref_exact, bad, scale, spread, rtol, atol, floor,
+              tolerances: dict, numerical: tuple, label) -> None:
+    """Mask what the point spoils in every method's result, then :func:`judge` each against the
+    reference (grad and hessian alike)."""
+    for name, m in results.items():
+        if m.jacobian is not None:
+            m.jacobian = np.where(bad, np.nan, m.jacobian)
+            if m.status == "unavailable" and np.isfinite(m.jacobian[~bad]).all():
+                m.status, m.message = "ok", ""  # only the entries the point itself spoils were missing
+        if m.jacobian is None or m.status in ("error", "unavailable") or ref is None:
+            continue
+        if name == reference and name != "symbolic":
+            continue
+        judge(m, ref, ref_exact, bad, scale, spread, rtol, atol, floor, tolerances[name],
+              numerical=name in numerical, label=label)
 
 
 def judge(m: MethodResult, ref, ref_exact, bad_deriv, scale, spread, rtol, atol, floor, defaults,

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from .compare import ill_conditioned, judge, parse_methods, verdict
+from .compare import ill_conditioned, judge_all, parse_methods, verdict
 from .diagnose import diagnose_hessian
 from .errors import BadInput
 from .graph import Graph
@@ -149,17 +149,8 @@ def _compare(graph, point, expression, selected, rtol, atol, timeout, warnings) 
     xs = np.array([max(abs(point[v]), 1.0) for v in graph.variables])
     g = np.abs(np.nan_to_num(ref_grad)) if ref_grad is not None else np.zeros(n)
     floor = 1e-8 * (1 + g)[:, None] / xs[None, :]  # the differences see the gradient to ~1e-8 of its size
-    for name, m in results.items():
-        if m.jacobian is not None:
-            m.jacobian = np.where(bad, np.nan, m.jacobian)
-            if m.status == "unavailable" and np.isfinite(m.jacobian[~bad]).all():
-                m.status, m.message = "ok", ""  # only the entries the point itself spoils were missing
-        if m.jacobian is None or m.status in ("error", "unavailable") or ref is None:
-            continue
-        if name == reference and name != "symbolic":
-            continue
-        judge(m, ref, ref_exact, bad, scale, spread, rtol, atol, floor, TOLERANCES[name],
-              numerical=name in NUMERICAL, label=label)
+    judge_all(results, reference, ref, ref_exact, bad, scale, spread, rtol, atol, floor, TOLERANCES, NUMERICAL,
+              label=label)
 
     ordered = {k: results[k] for k in HESSIAN_ORDER if k in results}
     report = HessianReport(expression, list(graph.variables), point, value,
