@@ -89,24 +89,24 @@ def hessian(expr: str, point: dict | None = None, *, methods=None, rtol=None, at
                            timeout=timeout, warnings=warnings, direction=v)
 
 
-def direction_vector(graph: Graph, direction) -> list:
+def direction_vector(graph: Graph, direction, option: str = "--direction") -> list:
     """A direction as one float per variable: from a sequence in variable order, or a dict by name
     (variables it does not name are 0)."""
     names = graph.variables
     if isinstance(direction, dict):
         extra = [k for k in direction if k not in names]
         if extra:
-            raise BadInput(f"--direction: {', '.join(extra)} is not a variable of the expression")
+            raise BadInput(f"{option}: {', '.join(extra)} is not a variable of the expression")
         values = [direction.get(v, 0.0) for v in names]
     else:
         values = list(direction)
         if len(values) != len(names):
-            raise BadInput(f"--direction has {len(values)} component(s), the expression {len(names)} "
+            raise BadInput(f"{option} has {len(values)} component(s), the expression {len(names)} "
                            f"variable(s) ({', '.join(names) or 'none'})")
     try:
         out = [float(v) for v in values]
     except (TypeError, ValueError):
-        raise BadInput("--direction: every component must be a real number") from None
+        raise BadInput(f"{option}: every component must be a real number") from None
     if not all(math.isfinite(v) for v in out):
-        raise BadInput("--direction: every component must be finite")
+        raise BadInput(f"{option}: every component must be finite")
     return out

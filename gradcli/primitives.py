@@ -140,6 +140,13 @@ def _pow_domain(xp, x, y):
     return (x > 0) | ((x == 0) & (y > 0)) | ((x < 0) & integral) | ((x == 0) & (y == 0))
 
 
+def _pow_dx(x, y):
+    # x**1 has derivative 1, also at x = 0 where y*x**(y-1) differentiates to 0*inf
+    if isinstance(y, (int, float, np.floating)) and y == 1:
+        return 1.0
+    return y * x ** (y - 1)
+
+
 def _acosh_partial(F, ans, x):
     # (x-1)(x+1) keeps its digits near x = 1, where x*x - 1 cancels
     return 1 / F.sqrt((x - 1) * (x + 1))
@@ -162,7 +169,7 @@ _prim("div", 2, lambda xp, x, y: x / y, (lambda F, a, x, y: 1 / y, lambda F, a, 
       domain=lambda xp, x, y: y != 0, domain_text="divisor != 0")
 _prim("neg", 1, lambda xp, x: -x, lambda F, a, x: -1.0, lambda x: -x, public=False, doc="-x")
 _prim("pow", 2, _pow,
-      (lambda F, a, x, y: y * x ** (y - 1), lambda F, a, x, y: F.log(x) * a),
+      (lambda F, a, x, y: _pow_dx(x, y), lambda F, a, x, y: F.log(x) * a),
       lambda x, y: x ** y, doc="x ** y, x ^ y, pow(x, y)", sample=((0.3, 2.5), (-2.0, 2.0)),
       domain=_pow_domain, domain_text="x > 0, or x < 0 with an integer exponent")
 

@@ -5,8 +5,10 @@ import click
 
 from .. import __version__
 from .check import check
+from .explain import explain
 from .grad import grad
 from .hessian import hessian
+from .plot import plot, steps
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -31,3 +33,6 @@ def main():
 main.add_command(grad)
 main.add_command(hessian)
 main.add_command(check)
+main.add_command(plot)
+main.add_command(steps)
+main.add_command(explain)

@@ -79,22 +79,22 @@ def parse_assignments(values, parse_constant, option: str = "--at") -> dict:
     return point
 
 
-def parse_direction(values, parse_constant):
+def parse_direction(values, parse_constant, option: str = "--direction"):
     """``--direction``: ``("1, 0",)`` -> [1.0, 0.0] in variable order, or ``("x=1, y=0",)`` -> a dict
     by name (variables not named are 0). Components may be constant expressions (``pi/4``, ``-1``)."""
     items = [item for raw in values for item in split_top_level(raw)]
     if not items:
-        raise BadInput("--direction expects numbers (\"1,0\") or NAME=VALUE pairs (\"x=1, y=0\")")
+        raise BadInput(f"{option} expects numbers (\"1,0\") or NAME=VALUE pairs (\"x=1, y=0\")")
     named = ["=" in item for item in items]
     if all(named):
-        return parse_assignments(values, parse_constant, option="--direction")
+        return parse_assignments(values, parse_constant, option=option)
     if any(named):
-        raise BadInput("--direction: give every component by position (\"1,0\") or every one by name "
+        raise BadInput(f"{option}: give every component by position (\"1,0\") or every one by name "
                        "(\"x=1, y=0\"), not a mix")
     out = []
     for item in items:
         try:
             out.append(parse_constant(item))
         except ValueError as exc:
-            raise BadInput(f"--direction {item}: {getattr(exc, 'message', exc)}") from None
+            raise BadInput(f"{option} {item}: {getattr(exc, 'message', exc)}") from None
     return out

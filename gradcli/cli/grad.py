@@ -12,6 +12,7 @@ from ..render.json import dumps
 from ..render.table import render_grad
 from ..errors import BadInput
 from .common import JsonCommand, console, fail, parse_assignments, parse_direction
+from .formats import check_format, emit, format_option
 
 
 @click.command(cls=JsonCommand)
@@ -31,6 +32,7 @@ from .common import JsonCommand, console, fail, parse_assignments, parse_directi
                    "appearance) or \"x=1, y=0\" (unnamed: 0).")
 @click.option("--full", is_flag=True, help="Vector-valued expressions: one row per Jacobian entry, not per method.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout and nothing else.")
+@format_option
 @click.option("--batch", "batch_n", type=int, default=None, metavar="N",
               help="Batch mode: N uniform random points from --domain.")
 @click.option("--domain", "domains", multiple=True, metavar="NAME=LOW:HIGH",
@@ -44,7 +46,7 @@ from .common import JsonCommand, console, fail, parse_assignments, parse_directi
               help="Batch mode: points per chunk; memory grows with it (default 65536).")
 @click.option("--out", "out", default=None, metavar="FILE",
               help="Batch mode: write points, values and gradients to a .npz or .csv file (atomically).")
-def grad(expr, at, methods, rtol, atol, timeout, direction, full, as_json, batch_n, domains, points_file, seed,
+def grad(expr, at, methods, rtol, atol, timeout, direction, full, as_json, fmt, batch_n, domains, points_file, seed,
          device, dtype, chunk, out):
     """The gradient of EXPR at a point, by forward and reverse mode, finite differences and sympy.
 
@@ -61,6 +63,10 @@ def grad(expr, at, methods, rtol, atol, timeout, direction, full, as_json, batch
     at the point. In batch mode: 0 every method agrees wherever the gradient is defined (undefined points
     are counted, not failed), 1 a disagreement at any point, 3 no point had a defined gradient.
     """
+    try:
+        check_format(fmt, as_json, batch=batch_n is not None or points_file is not None)
+    except BadInput as exc:
+        fail(exc, as_json)
     if batch_n is not None or points_file is not None:
         if direction:
             fail(BadInput("--direction applies at one point (--at), not in batch mode"), as_json)
@@ -94,6 +100,8 @@ def grad(expr, at, methods, rtol, atol, timeout, direction, full, as_json, batch
                                timeout=timeout, warnings=warnings, direction=v)
     if as_json:
         click.echo(dumps(report.to_dict()))
+    elif fmt:
+        emit(fmt, report, graph, timeout)
     else:
         console().print(render_grad(report, full=full))
     sys.exit(report.exit_code)

@@ -12,6 +12,7 @@ from ..hessian_compare import compare_hessian, parse_hessian_methods, require_sc
 from ..render.hessian import render_hessian
 from ..render.json import dumps
 from .common import JsonCommand, console, fail, parse_assignments, parse_direction
+from .formats import check_format, emit, format_option
 
 
 @click.command(cls=JsonCommand)
@@ -31,7 +32,8 @@ from .common import JsonCommand, console, fail, parse_assignments, parse_directi
                    "(one number per variable, in order of appearance) or \"x=1, y=0\" (unnamed: 0).")
 @click.option("--full", is_flag=True, help="Show every method's full matrix, not only its largest error.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout and nothing else.")
-def hessian(expr, at, methods, rtol, atol, timeout, direction, full, as_json):
+@format_option
+def hessian(expr, at, methods, rtol, atol, timeout, direction, full, as_json, fmt):
     """The Hessian of the scalar expression EXPR at a point: forward-over-reverse, reverse-over-forward,
     central differences of the reverse gradient, and sympy as the reference; symmetry, eigenvalues and
     the definiteness of the point (minimum, maximum, saddle, degenerate).
@@ -49,6 +51,7 @@ def hessian(expr, at, methods, rtol, atol, timeout, direction, full, as_json):
     from ..parser import parse_constant
 
     try:
+        check_format(fmt, as_json)
         if rtol is not None and not rtol >= 0 or atol is not None and not atol >= 0:
             raise BadInput("--rtol and --atol must be non-negative numbers")
         if not 0 <= timeout <= 1e6:  # also rejects nan; 0 means no limit
@@ -69,6 +72,8 @@ def hessian(expr, at, methods, rtol, atol, timeout, direction, full, as_json):
                                  timeout=timeout, warnings=warnings, direction=v)
     if as_json:
         click.echo(dumps(report.to_dict()))
+    elif fmt:
+        emit(fmt, report, graph, timeout, hessian=True)
     else:
         console().print(render_hessian(report, full=full))
     sys.exit(report.exit_code)

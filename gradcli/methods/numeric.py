@@ -168,7 +168,10 @@ def best_central(D1, est, hs, scales) -> NumericResult:
     pick = lambda A: np.take_along_axis(A, best[None], axis=0)[0]
     J, err = pick(D1), pick(est)
     steps = np.take_along_axis(hs, np.argmin(est.max(axis=1), axis=0)[None], axis=0)[0]
-    res = NumericResult(J, err, steps, detail={"step": steps.tolist()})
+    # the candidates and the pick per entry, for `gradcli explain` (data only: results do not read it)
+    res = NumericResult(J, err, steps, detail={"step": steps.tolist(), "candidate_steps": hs,
+                                               "candidate_estimates": D1, "candidate_errors": est,
+                                               "chosen": best})
     if not np.all(np.isfinite(err)):
         res.status = "unavailable"
         res.message = "no finite-difference stencil fits inside the domain of the function"
@@ -198,7 +201,8 @@ def richardson(graph: Graph, point: dict) -> NumericResult:
     Fv = _stencil(graph, x, deltas)
     D = [(Fv[:, 2 * k] - Fv[:, 2 * k + 1]) / (2 * hs[k]) for k in range(RIDDERS_ROWS)]
 
-    best, err = ridders(lambda i: D[i], RIDDERS_ROWS, D[0].shape)
+    trace: dict = {}
+    best, err = ridders(lambda i: D[i], RIDDERS_ROWS, D[0].shape, trace=trace)
     f0 = np.abs(_stencil(graph, x, np.zeros((1, x.size)))[:, 0, :1])
     err = err + 8 * eps * (np.abs(best) + f0 / h0)  # the extrapolated value still carries f's rounding
     # cross-check with plain central differences: a gap beyond central's own error bound means the
@@ -206,24 +210,32 @@ def richardson(graph: Graph, point: dict) -> NumericResult:
     gap = np.abs(best - c.jacobian) - ESTIMATE_GAP * c.error
     err = np.where(np.isfinite(gap), np.maximum(err, gap), err)
     res = NumericResult(best, err, np.array(hs), detail={"h0": h0.tolist(), "ratio": RIDDERS_CON,
-                                                         "rows": RIDDERS_ROWS})
+                                                         "rows": RIDDERS_ROWS, **trace})
     if not np.all(np.isfinite(best)):
         res.status = "unavailable"
         res.message = "no finite Richardson estimate: the stencil leaves the domain of the function"
     return res
 
 
-def ridders(row, n_rows: int, shape, xp=np, dtype=np.float64, done=None):
+def ridders(row, n_rows: int, shape, xp=np, dtype=np.float64, done=None, trace: dict | None = None):
     """Ridders' tableau over central differences at steps h, h/2, h/4, ...; ``row(i)`` gives the
     differences at h/2**i (computed lazily, so a caller may stop early). Each column cancels one more
     power of h**2; the entry with the smallest change between neighbouring orders is the estimate and
     that change its error estimate. An entry stops once the top order got worse by a factor SAFE
     after a credible estimate (round-off has taken over), or where ``done`` is set from the start.
-    -> (best, err), both of ``shape``."""
+    -> (best, err), both of ``shape``. A ``trace`` dict, if given, receives the tableau as computed
+    (``tableau``: rows of columns, each of ``shape``), where each entry's estimate came from
+    (``chosen_row``, ``chosen_column``; -1: none) and the row at which it stopped (``stopped_row``;
+    the last row computed if it never did): for explanations; the results do not depend on it."""
     best = xp.full(shape, xp.nan, dtype=dtype)
     err = xp.full(shape, xp.inf, dtype=dtype)
     done = xp.zeros(shape, dtype=bool) if done is None else done.copy()
     prev = [row(0)]
+    if trace is not None:
+        trace["tableau"] = [prev]
+        for key in ("chosen_row", "chosen_column", "stopped_row"):
+            trace[key] = np.full(shape, -1)
+        trace["stopped_row"][np.asarray(done)] = 0
     for i in range(1, n_rows):
         cur = [row(i)]
         fac = RIDDERS_CON ** 2
@@ -234,11 +246,19 @@ def ridders(row, n_rows: int, shape, xp=np, dtype=np.float64, done=None):
             take = ~done & xp.isfinite(errt) & (errt <= err)
             best = xp.where(take, cur[j], best)
             err = xp.where(take, errt, err)
+            if trace is not None:
+                trace["chosen_row"][take] = i
+                trace["chosen_column"][take] = j
         credible = err <= RIDDERS_CREDIBLE * xp.abs(best)
         done |= credible & (xp.abs(cur[i] - prev[i - 1]) >= RIDDERS_SAFE * err)
         prev = cur
+        if trace is not None:
+            trace["tableau"].append(cur)
+            trace["stopped_row"][(trace["stopped_row"] < 0) & done] = i
         if bool(done.all()):
             break
+    if trace is not None:
+        trace["stopped_row"][trace["stopped_row"] < 0] = len(trace["tableau"]) - 1
     return best, err
 
 

@@ -1,0 +1,410 @@
+"""``gradcli explain``: how each method reaches its derivative, step by step, as plain data.
+
+One :class:`Explanation` holds everything the command shows: the graph as a tree (each node expanded
+once, a later use is a reference to it), the forward trace as a Wengert list with the tangent along one
+direction, the reverse sweep per output (each node's adjoint, each edge's local partial and
+contribution, and how a node used several times sums its contributions), sympy's derivative, and how
+central differences and Richardson extrapolation made their estimates. The cap is applied here, not
+in the renderer, so that ``--json`` and the table show the same content.
+
+The tangents and adjoints are computed from the primitive table's partial rules, exactly as forward
+and reverse mode do (``tangent = sum(partial_i * tangent_i)``, ``adjoint_i += adjoint * partial_i``);
+the numerical sections only read what :mod:`gradcli.methods.numeric` recorded in its ``detail``.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .diagnose import diagnose
+from .graph import Graph, node_values
+from .methods import numeric, symbolic
+from .methods.forward import scale_tangent
+from .primitives import PRIMITIVES, NumericOps
+from .report import EXIT_OK, EXIT_UNDEFINED, finite_or_none
+
+#: Above this many nodes, lists show their first and last HEAD/TAIL entries and the tree stops at
+#: TREE_DEPTH levels and TREE_ROWS rows; ``cap=None`` (``--all``) lifts every limit.
+CAP = 60
+HEAD = TAIL = 20
+TREE_DEPTH = 8
+TREE_ROWS = 60
+MAX_TEXT = 400  # characters of one symbolic derivative, when capped
+MAX_ENTRIES = 6  # finite-difference entries (output, variable) explained, when capped
+MAX_SWEEPS = 3  # outputs whose reverse sweep is shown, when capped
+RIDDERS_EXTRA_COLUMNS = 1  # columns of the tableau shown beyond the chosen one
+
+_INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**"}
+
+
+@dataclass
+class Gap:
+    """Entries left out of a capped list."""
+
+    gap: int
+
+
+@dataclass
+class TreeRow:
+    depth: int
+    kind: str  # node | shared (a reference to a node expanded above) | elided (deeper levels cut)
+    node: int | None
+    text: str
+    output: int | None = None  # which output this row is the root of
+    uses: int = 1  # how many times the node is used (arguments and outputs)
+
+
+@dataclass
+class Step:
+    """One line of the Wengert list: v<node> = text, its value and tangent."""
+
+    node: int
+    label: str
+    op: str  # a primitive, "var" or "const"
+    args: list
+    text: str
+    value: float
+    tangent: float
+
+
+@dataclass
+class Edge:
+    to: int
+    label: str
+    partial: float
+    contribution: float
+
+
+@dataclass
+class SweepRow:
+    node: int
+    label: str
+    text: str
+    adjoint: float
+    edges: list = field(default_factory=list)
+    sources: list = field(default_factory=list)  # [{"from": node, "label", "contribution"}], summed
+
+
+@dataclass
+class Sweep:
+    output: int
+    node: int
+    rows: list  # SweepRow and Gap, in reverse node order
+    gradient: dict  # variable -> adjoint of its node
+
+
+@dataclass
+class CentralEntry:
+    output: int
+    variable: str
+    chosen: int  # index into candidates
+    step: float
+    estimate: float
+    error: float
+    candidates: list  # [{"h", "estimate", "error"}], largest scale first
+
+
+@dataclass
+class RichardsonEntry:
+    output: int
+    variable: str
+    h0: float
+    ratio: float
+    rows: list  # [{"row", "h", "columns": [D(h), extrapolations...]}]
+    chosen_row: int
+    chosen_column: int
+    estimate: float
+    error: float
+    stopped_row: int
+
+
+@dataclass
+class Explanation:
+    """Everything ``gradcli explain`` shows; ``to_dict()`` is its ``--json`` document."""
+
+    expression: str
+    variables: list
+    point: dict
+    values: list
+    nodes: int
+    capped: bool
+    cap: int | None
+    tangent: dict
+    tree: list
+    tree_omitted: int
+    wengert: list
+    directional: list  # the outputs' tangents: the directional derivative along ``tangent``
+    sweeps: list
+    sweeps_omitted: int
+    symbolic: dict
+    central: dict
+    richardson: dict
+    diagnostics: list
+    notes: list = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        kinds = {d.kind for d in self.diagnostics}
+        return "undefined" if "undefined" in kinds else "nondifferentiable" if kinds else "ok"
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_OK if not self.diagnostics else EXIT_UNDEFINED
+
+    def to_dict(self) -> dict:
+        """The ``gradcli explain --json`` document: plain data, null for every non-finite number. As in
+        ``gradcli grad --json``, ``value``, ``directional_derivative`` and the symbolic derivatives are
+        lists (one per output) only for a vector-valued expression."""
+        one = (lambda xs: xs[0] if xs is not None and len(self.values) == 1 else xs)
+        sym = dict(self.symbolic, derivatives=one(self.symbolic["derivatives"]))
+        doc = {"expression": self.expression, "variables": list(self.variables),
+               "point": self.point, "value": one(self.values), "nodes": self.nodes, "capped": self.capped,
+               "cap": self.cap, "notes": self.notes, "tangent": self.tangent,
+               "tree": self.tree, "tree_omitted": self.tree_omitted, "wengert": self.wengert,
+               "directional_derivative": one(self.directional), "reverse": self.sweeps,
+               "reverse_omitted": self.sweeps_omitted, "symbolic": sym, "central": self.central,
+               "richardson": self.richardson,
+               "diagnostics": [{"kind": d.kind, "op": d.op, "message": d.message} for d in self.diagnostics],
+               "status": self.status}
+        return _plain(doc)
+
+
+def _plain(obj):
+    """Dataclasses, numpy numbers and non-finite floats -> JSON-ready values (iteratively deep enough:
+    the structures here are a few levels deep, never as deep as the graph)."""
+    if isinstance(obj, (Gap, TreeRow, Step, Edge, SweepRow, Sweep, CentralEntry, RichardsonEntry)):
+        obj = asdict(obj)
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        return finite_or_none(obj)
+    return obj
+
+
+def label(i: int) -> str:
+    return f"v{i}"
+
+
+def node_text(graph: Graph, i: int) -> str:
+    """``v0 * v1``, ``sin(v2)``, or a variable's name / a constant's text."""
+    n = graph.nodes[i]
+    if n.op == "var":
+        return n.attr
+    if n.op == "const":
+        return n.attr.text
+    args = [label(a) for a in n.args]
+    if n.op in _INFIX:
+        return f"{args[0]} {_INFIX[n.op]} {args[1]}"
+    if n.op == "neg":
+        return f"-{args[0]}"
+    return f"{n.op}({', '.join(args)})"
+
+
+def _head_tail(items: list, capped: bool) -> list:
+    if not capped or len(items) <= HEAD + TAIL:
+        return items
+    return items[:HEAD] + [Gap(len(items) - HEAD - TAIL)] + items[-TAIL:]
+
+
+def _uses(graph: Graph) -> list:
+    uses = [0] * len(graph.nodes)
+    for n in graph.nodes:
+        for a in n.args:
+            uses[a] += 1
+    for o in graph.outputs:
+        uses[o] += 1
+    return uses
+
+
+def build_tree(graph: Graph, capped: bool) -> tuple[list, int]:
+    """Pre-order rows from each output down (an explicit stack, no recursion): a node is expanded the
+    first time it is reached; every later use is a ``shared`` row referring to it. When ``capped``,
+    levels below TREE_DEPTH become one ``elided`` row and the walk stops after TREE_ROWS rows.
+    -> (rows, nodes never shown)."""
+    uses = _uses(graph)
+    expanded: set = set()
+    shown: set = set()
+    rows: list = []
+    stack = [(o, 0, k) for k, o in reversed(list(enumerate(graph.outputs)))]
+    while stack:
+        if capped and len(rows) >= TREE_ROWS:
+            break
+        i, depth, out = stack.pop()
+        n = graph.nodes[i]
+        text = f"{label(i)} = {node_text(graph, i)}"
+        if i in expanded:
+            rows.append(TreeRow(depth, "shared", i, f"↑ {text} (shared)", out, uses[i]))
+            continue
+        rows.append(TreeRow(depth, "node", i, text, out, uses[i]))
+        shown.add(i)
+        if not n.args:
+            expanded.add(i)
+            continue
+        if capped and depth + 1 >= TREE_DEPTH:
+            rows.append(TreeRow(depth + 1, "elided", None, f"… deeper levels of {label(i)} not shown"))
+            continue
+        expanded.add(i)
+        stack.extend((a, depth + 1, None) for a in reversed(n.args))
+    return rows, len(graph.nodes) - len(shown)
+
+
+def _partials(graph: Graph, vals: list) -> list:
+    """partials[i][k]: the local partial of node i by its k-th argument, None where the argument is
+    constant or the table's rule says "no dependence" (the literal 0.0)."""
+    ops = NumericOps()
+    active = graph.active
+    out: list = []
+    for i, n in enumerate(graph.nodes):
+        if n.op in ("var", "const") or not active[i]:
+            out.append([None] * len(n.args))
+            continue
+        prim = PRIMITIVES[n.op]
+        args = [vals[a] for a in n.args]
+        row = []
+        for rule, a in zip(prim.partials, n.args):
+            p = rule(ops, vals[i], *args) if active[a] else None
+            row.append(None if p is None or (type(p) is float and p == 0.0) else np.float64(p))
+        out.append(row)
+    return out
+
+
+def _tangents(graph: Graph, partials: list, tangent: dict) -> list:
+    t: list = []
+    for i, n in enumerate(graph.nodes):
+        if n.op == "var":
+            t.append(np.float64(tangent.get(n.attr, 0.0)))
+        elif n.op == "const":
+            t.append(np.float64(0.0))
+        else:
+            acc = np.float64(0.0)
+            for p, a in zip(partials[i], n.args):
+                if p is not None and t[a] != 0:
+                    acc = acc + scale_tangent(p, t[a])
+            t.append(acc)
+    return t
+
+
+def reverse_sweep(graph: Graph, partials: list, k: int, capped: bool) -> Sweep:
+    """Output k's sweep: seed 1, then in reverse node order each node's (complete) adjoint is passed to
+    its arguments as adjoint * partial; a node reached along several edges sums the contributions."""
+    o = graph.outputs[k]
+    adjoint = {o: np.float64(1.0)}
+    sources: dict = {}
+    rows = []
+    for i in range(o, -1, -1):
+        if i not in adjoint:
+            continue
+        g = adjoint[i]
+        edges = []
+        for p, a in zip(partials[i], graph.nodes[i].args):
+            if p is None:
+                continue
+            c = g * p
+            adjoint[a] = adjoint[a] + c if a in adjoint else c
+            sources.setdefault(a, []).append({"from": i, "label": label(i), "contribution": c})
+            edges.append(Edge(a, label(a), p, c))
+        rows.append(SweepRow(i, label(i), node_text(graph, i), g, edges, sources.get(i, [])))
+    gradient = {v: adjoint.get(graph.var_node(v), np.float64(0.0)) for v in graph.variables}
+    return Sweep(k, o, _head_tail(rows, capped), gradient)
+
+
+def _symbolic(graph: Graph, timeout, capped: bool) -> dict:
+    res = symbolic.derivatives(graph, timeout)
+    if res.status != "ok":
+        return {"status": res.status, "message": res.message, "derivatives": None}
+    cut = lambda s: s if not capped or len(s) <= MAX_TEXT else s[:MAX_TEXT] + f" … ({len(s)} chars)"
+    return {"status": "ok", "message": "",
+            "derivatives": [dict(zip(graph.variables, (cut(s) for s in row))) for row in res.text]}
+
+
+def _entries(graph: Graph, capped: bool) -> list:
+    pairs = [(o, k) for o in range(len(graph.outputs)) for k in range(len(graph.variables))]
+    return pairs[:MAX_ENTRIES] if capped else pairs
+
+
+def _central(graph: Graph, point: dict, pairs: list) -> dict:
+    res = numeric.central(graph, point)
+    d = res.detail
+    entries = []
+    for o, k in pairs:
+        c = int(d["chosen"][o, k])
+        cands = [{"h": d["candidate_steps"][j, k], "estimate": d["candidate_estimates"][j, o, k],
+                  "error": d["candidate_errors"][j, o, k]} for j in range(d["candidate_steps"].shape[0])]
+        entries.append(CentralEntry(o, graph.variables[k], c, cands[c]["h"], cands[c]["estimate"],
+                                    cands[c]["error"], cands))
+    return {"status": res.status, "message": res.message, "entries": entries}
+
+
+def _richardson(graph: Graph, point: dict, pairs: list) -> dict:
+    res = numeric.richardson(graph, point)
+    d = res.detail
+    entries = []
+    for o, k in pairs:
+        ci, cj, stop = int(d["chosen_row"][o, k]), int(d["chosen_column"][o, k]), int(d["stopped_row"][o, k])
+        last_col = cj + RIDDERS_EXTRA_COLUMNS if cj >= 0 else 2
+        rows = [{"row": i, "h": res.steps[i, k],
+                 "columns": [d["tableau"][i][j][o, k] for j in range(min(i, last_col) + 1)]}
+                for i in range(stop + 1)]
+        entries.append(RichardsonEntry(o, graph.variables[k], d["h0"][k], d["ratio"], rows, ci, cj,
+                                       res.jacobian[o, k], res.error[o, k], stop))
+    return {"status": res.status, "message": res.message, "entries": entries}
+
+
+def parse_tangent(graph: Graph, tangent) -> dict:
+    """None -> the first variable's unit vector; a dict by name (unnamed: 0) or a sequence in variable
+    order -> {variable: component}."""
+    names = graph.variables
+    if tangent is None:
+        return {v: (1.0 if k == 0 else 0.0) for k, v in enumerate(names)}
+    if isinstance(tangent, dict):
+        return {v: float(tangent.get(v, 0.0)) for v in names}
+    return {v: float(c) for v, c in zip(names, tangent)}
+
+
+def explain(graph: Graph, point: dict, tangent=None, cap: int | None = CAP, expression: str = "",
+            timeout: float | None = symbolic.DEFAULT_TIMEOUT) -> Explanation:
+    """Explain every method at ``point``; ``tangent`` (see :func:`parse_tangent`) is the forward
+    direction. With more than ``cap`` nodes the lists are cut to their ends (``cap=None``: no cap)."""
+    capped = cap is not None and len(graph.nodes) > cap
+    direction = parse_tangent(graph, tangent)
+    x = {k: np.float64(v) for k, v in point.items()}
+    with np.errstate(all="ignore"):
+        diags, _, _ = diagnose(graph, point)
+        vals = node_values(graph, x)
+        partials = _partials(graph, vals)
+        tangents = _tangents(graph, partials, direction)
+        wengert = [Step(i, label(i), n.op, list(n.args), node_text(graph, i), vals[i], tangents[i])
+                   for i, n in enumerate(graph.nodes)]
+        outputs = range(len(graph.outputs)) if not capped else range(min(MAX_SWEEPS, len(graph.outputs)))
+        sweeps = [reverse_sweep(graph, partials, k, capped) for k in outputs]
+        pairs = _entries(graph, capped)
+        central = _central(graph, point, pairs)
+        richardson = _richardson(graph, point, pairs)
+    tree, tree_omitted = build_tree(graph, capped)
+    notes = []
+    if capped:
+        notes.append(f"{len(graph.nodes)} nodes: more than {cap}, so lists show their first {HEAD} and last "
+                     f"{TAIL} entries and the tree stops at depth {TREE_DEPTH} or {TREE_ROWS} rows; "
+                     "--all shows everything")
+        n_pairs = len(graph.outputs) * len(graph.variables)
+        if n_pairs > len(pairs):
+            notes.append(f"finite differences: {len(pairs)} of {n_pairs} entries explained")
+    if not graph.variables:
+        notes.append("the expression has no variables: there is nothing to differentiate")
+    sweeps_omitted = len(graph.outputs) - len(sweeps)
+    if sweeps_omitted:
+        notes.append(f"reverse sweep: {len(sweeps)} of {len(graph.outputs)} outputs shown")
+    return Explanation(
+        expression=expression, variables=list(graph.variables), point=dict(point),
+        values=[vals[o] for o in graph.outputs], nodes=len(graph.nodes), capped=capped, cap=cap,
+        tangent=direction, tree=tree, tree_omitted=tree_omitted, wengert=_head_tail(wengert, capped),
+        directional=[tangents[o] for o in graph.outputs], sweeps=sweeps, sweeps_omitted=sweeps_omitted,
+        symbolic=_symbolic(graph, timeout, capped), central=central, richardson=richardson,
+        diagnostics=diags, notes=notes)

@@ -1,0 +1,230 @@
+"""Pictures of :class:`PlotData` and :class:`StepData`: text for the terminal (plotext), PNG or SVG
+files (matplotlib). Both libraries are the optional ``plot`` extra and are imported only here, only
+when a picture is asked for: gradcli itself runs without them.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+
+import numpy as np
+
+from ..errors import BadInput
+from .data import PlotData, StepData, segments
+
+SAVE_FORMATS = {".png": "png", ".svg": "svg"}
+#: Errors below this are drawn at it: an exact result (error 0) has no place on a log axis.
+ERROR_FLOOR = 1e-18
+COLORS = ("blue", "red", "green", "orange", "magenta", "cyan")
+MPL_COLORS = ("tab:blue", "tab:red", "tab:green", "tab:orange", "tab:purple", "tab:cyan")
+METHOD_LABELS = {"forward": "forward (f(x+h)-f(x))/h", "central": "central (f(x+h)-f(x-h))/2h",
+                 "complex_step": "complex step Im f(x+ih)/h"}
+
+
+def need(module: str, command: str):
+    """Import a plotting library, or explain which extra brings it (exit 2, one line)."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise BadInput(f"gradcli {command} needs the plot extra: pip install 'gradcli[plot]' "
+                       f"({module.split('.')[0]} is not installed)") from None
+
+
+def check_save_path(path: str) -> str:
+    """The file format for ``--save PATH``, before any work is done; BadInput for anything else."""
+    fmt = SAVE_FORMATS.get(os.path.splitext(path)[1].lower())
+    if fmt is None:
+        raise BadInput("--save: use .png or .svg")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise BadInput(f"--save: no such folder {directory}")
+    if os.path.isdir(path):
+        raise BadInput(f"--save: {path} is a folder")
+    return fmt
+
+
+# --- terminal ----------------------------------------------------------------------------------------
+
+def _plotext(command: str, width: int, height: int, color: bool):
+    plt = need("plotext", command)
+    plt.clear_figure()
+    plt.plotsize(width, height)
+    if not color:
+        plt.theme("clear")
+    return plt
+
+
+def _build(plt, color: bool) -> str:
+    try:
+        text = plt.build()
+    finally:
+        plt.clear_figure()
+    return text if color else plt.uncolorize(text)
+
+
+def plot_terminal(data: PlotData, title: str, labels: list, width: int = 100, height: int = 30,
+                  color: bool = True) -> str:
+    """The function (top) and its derivative (bottom) as text; ``labels[j]`` names output j."""
+    plt = _plotext("plot", width, height, color)
+    plt.subplots(2, 1)
+    for row, (Y, breaks, what) in enumerate(((data.f, data.f_breaks, "f"), (data.df, data.df_breaks, "df")), 1):
+        plt.subplot(row, 1)
+        plt.title(title if row == 1 else _derivative_title(data))
+        for j in range(Y.shape[0]):
+            name = labels[j] if what == "f" else f"d{labels[j]}/d{data.variable}"
+            for s, (xs, ys) in enumerate(segments(data.x, Y[j], breaks[j])):
+                plt.plot(xs.tolist(), ys.tolist(), color=COLORS[j % len(COLORS)], label=name if s == 0 else None)
+        plt.xlim(float(data.x[0]), float(data.x[-1]))
+        limits = y_limits(Y)
+        if limits is not None:
+            plt.ylim(*limits)
+    plt.xlabel(data.variable)
+    return _build(plt, color)
+
+
+def steps_terminal(data: StepData, title: str, width: int = 100, height: int = 30, color: bool = True) -> str:
+    """The error of each difference formula against the step, log-log, and gradcli's chosen step."""
+    plt = _plotext("steps", width, height, color)
+    plt.xscale("log")
+    plt.yscale("log")
+    plt.title(f"relative error against the step: {title}")
+    markers = {"forward": "dot", "central": "x", "complex_step": "+"}
+    lows, highs = [], []
+    for j, (name, err) in enumerate(data.errors.items()):
+        if err is None:
+            continue
+        h, e = _loggable(data.steps, err)
+        plt.plot(h.tolist(), e.tolist(), marker=markers.get(name, "dot"), color=COLORS[j], label=name)
+        lows.append(e.min())
+        highs.append(e.max())
+    if np.isfinite(data.chosen_step) and data.chosen_step > 0:
+        plt.vline(float(data.chosen_step), "gray")
+    lo_h, hi_h = float(data.steps.min()), float(data.steps.max())
+    plt.xticks(*_decade_ticks(lo_h, hi_h, 6))
+    if lows:
+        plt.yticks(*_decade_ticks(min(lows), max(highs), 8))
+    plt.xlabel(f"step h  (| at h = {data.chosen_step:.2g}: gradcli's central step)")
+    return _build(plt, color)
+
+
+def y_limits(Y: np.ndarray):
+    """A y range that shows the shape rather than a pole's last sample (tan(x) reaches 1e3 one
+    sample from its pole): the 2nd to 98th percentile with a margin, when the extremes lie far beyond
+    it; None (the full range) otherwise."""
+    y = Y[np.isfinite(Y)]
+    if y.size < 10:
+        return None
+    lo, hi = np.percentile(y, (2, 98))
+    span = hi - lo
+    if span <= 0 or (y.max() - y.min()) <= 4 * span:
+        return None
+    return float(lo - 0.5 * span), float(hi + 0.5 * span)
+
+
+def _loggable(h, err):
+    ok = np.isfinite(err)
+    return h[ok], np.maximum(err[ok], ERROR_FLOOR)
+
+
+def _decade_ticks(lo: float, hi: float, most: int):
+    """Powers of ten within [lo, hi], at most ``most`` of them, labelled 1e-8 rather than 0.00000001."""
+    a, b = int(np.ceil(np.log10(lo) - 1e-9)), int(np.floor(np.log10(hi) + 1e-9))
+    exps = list(range(a, b + 1)) or [a]
+    stride = max(1, int(np.ceil(len(exps) / most)))
+    exps = exps[::-1][::stride][::-1]
+    return [10.0 ** k for k in exps], [f"1e{k}" if k < -1 or k > 2 else f"{10.0 ** k:g}" for k in exps]
+
+
+def _derivative_title(data: PlotData) -> str:
+    if data.derivative_text and len(data.derivative_text) == 1:
+        return f"d/d{data.variable} = {data.derivative_text[0]}"
+    return f"derivative by {data.variable}"
+
+
+# --- files -------------------------------------------------------------------------------------------
+
+def _figure(command: str):
+    need("matplotlib", command)
+    # a bare Figure draws with Agg (PNG) or the SVG backend on savefig: pyplot, its global state and
+    # any GUI backend stay out of it
+    from matplotlib.figure import Figure
+
+    return Figure
+
+
+def plot_file(data: PlotData, path: str, title: str, labels: list) -> None:
+    """The function and its derivative as a PNG or SVG file, written atomically."""
+    fmt = check_save_path(path)
+    Figure = _figure("plot")
+    fig = Figure(figsize=(8, 6.5), layout="constrained")
+    ax_f, ax_d = fig.subplots(2, 1, sharex=True)
+    for ax, Y, breaks, what in ((ax_f, data.f, data.f_breaks, "f"), (ax_d, data.df, data.df_breaks, "df")):
+        for j in range(Y.shape[0]):
+            name = labels[j] if what == "f" else f"d{labels[j]}/d{data.variable}"
+            for s, (xs, ys) in enumerate(segments(data.x, Y[j], breaks[j])):
+                ax.plot(xs, ys, color=MPL_COLORS[j % len(MPL_COLORS)], label=name if s == 0 else None)
+        ax.grid(True, alpha=0.3)
+        limits = y_limits(Y)
+        if limits is not None:
+            ax.set_ylim(*limits)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="best")
+    ax_f.set_title(title)
+    ax_d.set_title(_derivative_title(data), fontsize="medium")
+    ax_d.set_xlabel(data.variable)
+    ax_d.set_xlim(float(data.x[0]), float(data.x[-1]))
+    _save(fig, path, fmt)
+
+
+def steps_file(data: StepData, path: str, title: str) -> None:
+    """The error-against-step picture as a PNG or SVG file, written atomically."""
+    fmt = check_save_path(path)
+    Figure = _figure("steps")
+    fig = Figure(figsize=(8, 5.5), layout="constrained")
+    ax = fig.subplots()
+    styles = {"forward": "o-", "central": "s-", "complex_step": "^-"}
+    for j, (name, err) in enumerate(data.errors.items()):
+        if err is None:
+            continue
+        h, e = _loggable(data.steps, err)
+        slope = data.slopes.get(name, {})
+        fit = ", ".join(f"{side} slope {s:.2f}" for side, s in slope.items() if s is not None)
+        ax.loglog(h, e, styles.get(name, "o-"), color=MPL_COLORS[j], markersize=3, linewidth=1,
+                  label=METHOD_LABELS.get(name, name) + (f" ({fit})" if fit else ""))
+    if np.isfinite(data.chosen_step) and data.chosen_step > 0:
+        ax.axvline(data.chosen_step, color="black", linestyle="--", linewidth=1,
+                   label=f"gradcli's central step h = {data.chosen_step:.3g} (error {data.chosen_error:.2g})")
+    for name, h in data.optimum.items():
+        ax.axvline(h, color="gray", linestyle=":", linewidth=1)
+        ax.annotate(f"{name} optimum", (h, 0.02), xycoords=("data", "axes fraction"), rotation=90,
+                    fontsize="x-small", color="gray", ha="right")
+    ax.set_xlabel("step h")
+    ax.set_ylabel(f"relative error against the {data.reference_method} reference")
+    ax.set_title(title)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(loc="best", fontsize="small")
+    _save(fig, path, fmt)
+
+
+def _save(fig, path: str, fmt: str) -> None:
+    """Through a temporary file in the same folder and ``os.replace``: a reader sees the old picture or
+    the complete new one; nothing is left behind on failure."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fig.savefig(fh, format=fmt, dpi=120)
+            fh.flush()
+            os.fsync(fh.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would make the picture private
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
