@@ -5,11 +5,11 @@ when a picture is asked for: gradcli itself runs without them.
 from __future__ import annotations
 
 import os
-import tempfile
 
 import numpy as np
 
 from ..errors import BadInput
+from ..files import atomic_write
 from .data import PlotData, StepData, segments
 
 SAVE_FORMATS = {".png": "png", ".svg": "svg"}
@@ -209,22 +209,6 @@ def steps_file(data: StepData, path: str, title: str) -> None:
 
 
 def _save(fig, path: str, fmt: str) -> None:
-    """Through a temporary file in the same folder and ``os.replace``: a reader sees the old picture or
-    the complete new one; nothing is left behind on failure."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fig.savefig(fh, format=fmt, dpi=120)
-            fh.flush()
-            os.fsync(fh.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would make the picture private
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """Atomically (:func:`gradcli.files.atomic_write`): the old picture or the complete new one."""
+    with atomic_write(path, "wb") as fh:
+        fig.savefig(fh, format=fmt, dpi=120)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 import xml.etree.ElementTree as ET
 
 from ..checks.result import CheckReport
+from ..files import atomic_write
 from .check import result_text
 
 # XML 1.0 cannot hold most control characters, even escaped; a user's message may contain them
@@ -66,22 +66,6 @@ def junit_xml(report: CheckReport, seconds: float = 0.0) -> str:
 
 
 def write_atomic(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and ``os.replace``: a
-    reader sees the old file or the complete new one, never half of one; nothing is left on failure."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would make the report private
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """Write ``text`` to ``path`` atomically (:func:`gradcli.files.atomic_write`)."""
+    with atomic_write(path) as fh:
+        fh.write(text)
