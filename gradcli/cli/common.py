@@ -98,3 +98,24 @@ def parse_direction(values, parse_constant, option: str = "--direction"):
         except ValueError as exc:
             raise BadInput(f"{option} {item}: {getattr(exc, 'message', exc)}") from None
     return out
+
+
+def point_options(methods_help: str):
+    """The options every point command shares (grad, hessian): --at, --method, --rtol, --atol, --timeout."""
+    def decorate(f):
+        for option in reversed((
+            click.option("--at", "at", multiple=True, metavar="NAME=VALUE",
+                         help="A variable's value; repeatable, or several as \"x=1, y=2\". VALUE may be a "
+                              "constant expression such as pi/4."),
+            click.option("--method", "-m", "methods", multiple=True, metavar="NAME",
+                         help=f"Methods to show (repeatable or comma-separated): {methods_help}. Default: all."),
+            click.option("--rtol", type=float, default=None,
+                         help="Relative tolerance for every method (default: per method)."),
+            click.option("--atol", type=float, default=None, help="Absolute tolerance for every method (default 0)."),
+            click.option("--timeout", type=float, default=5.0, show_default=True,
+                         help="Seconds sympy may take before the symbolic method is reported unavailable."),
+        )):
+            f = option(f)
+        return f
+    return decorate
+

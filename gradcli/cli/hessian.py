@@ -11,22 +11,13 @@ from ..errors import BadInput
 from ..hessian_compare import compare_hessian, parse_hessian_methods, require_scalar
 from ..render.hessian import render_hessian
 from ..render.json import dumps
-from .common import JsonCommand, console, fail, parse_assignments, parse_direction
+from .common import JsonCommand, point_options, console, fail, parse_assignments, parse_direction
 from .formats import check_format, emit, format_option
 
 
 @click.command(cls=JsonCommand)
 @click.argument("expr")
-@click.option("--at", "at", multiple=True, metavar="NAME=VALUE",
-              help="A variable's value; repeatable, or several as \"x=1, y=2\". VALUE may be a constant "
-                   "expression such as pi/4.")
-@click.option("--method", "-m", "methods", multiple=True, metavar="NAME",
-              help="Methods to show (repeatable or comma-separated): symbolic, forward_over_reverse, "
-                   "reverse_over_forward, central_of_reverse. Default: all.")
-@click.option("--rtol", type=float, default=None, help="Relative tolerance for every method (default: per method).")
-@click.option("--atol", type=float, default=None, help="Absolute tolerance for every method (default 0).")
-@click.option("--timeout", type=float, default=5.0, show_default=True,
-              help="Seconds sympy may take before the symbolic method is reported unavailable.")
+@point_options("symbolic, forward_over_reverse, reverse_over_forward, central_of_reverse")
 @click.option("--direction", "direction", multiple=True, metavar="V",
               help="Also the directional derivative grad·v and the Hessian-vector product H·v: \"1,0\" "
                    "(one number per variable, in order of appearance) or \"x=1, y=0\" (unnamed: 0).")
