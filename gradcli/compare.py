@@ -187,7 +187,8 @@ def _compare(graph, point, expression, methods, rtol, atol, timeout, warnings) -
                         sym.text if sym.text else None, reference,
                         {k: results[k] for k in METHOD_ORDER if k in results}, "agree",
                         diagnostics=diags, warnings=list(warnings),
-                        reference_jacobian=None if ref is None else np.where(bad_deriv, np.nan, ref))
+                        reference_jacobian=None if ref is None else np.where(bad_deriv, np.nan, ref),
+                        reference_digits=_digits(sym, bad_deriv))
     verdict(report, sym.status, sym.message, bad_deriv, ref is not None)
     return report
 
@@ -271,6 +272,14 @@ def judge(m: MethodResult, ref, ref_exact, bad_deriv, scale, spread, rtol, atol,
         worst = np.unravel_index(np.argmax(badness), J.shape)
         m.message = (f"{label(*worst)}: error {m.abs_error[worst]:.3g} exceeds the tolerance "
                      f"{tol[worst]:.3g}")
+
+
+def _digits(sym, bad) -> list | None:
+    """The symbolic reference as 35-digit decimal strings (None where the point spoils an entry)."""
+    if sym.status == "unavailable" or not sym.values:
+        return None
+    return [[None if v is None or bad[i, k] else str(v) for k, v in enumerate(row)]
+            for i, row in enumerate(sym.values)]
 
 
 def _fallback_reference(graph, point, results):

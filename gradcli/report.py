@@ -122,6 +122,10 @@ class GradReport:
     diagnostics: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
     reference_jacobian: np.ndarray | None = None
+    #: the symbolic reference to 35 significant digits, as decimal strings ([output][variable]; None
+    #: where undefined or when sympy was unavailable): more than float64 can hold, for comparisons
+    #: against other high-precision references
+    reference_digits: list | None = None
     direction: np.ndarray | None = None  # --direction v: the Jacobian-vector product per method
     directional: dict = field(default_factory=dict)  # method -> Directional
 
@@ -179,6 +183,7 @@ class GradReport:
             "value": [finite_or_none(v) for v in self.values] if self.vector else finite_or_none(self.values[0]),
             "symbolic": symbolic,
             "reference": self.reference,
+            "reference_digits": symbolic_document(self.variables, self.reference_digits),
             "methods": methods,
             "status": self.status,
         })

@@ -192,3 +192,12 @@ def test_many_variables_stay_cheap():
 def test_a_constant_expression_has_an_empty_gradient():
     r = gradcli.grad("tanh(softplus(pi))")
     assert r.status == "agree" and r.gradient == {} and r.value == pytest.approx(math.tanh(math.log1p(math.exp(math.pi))))
+
+
+def test_the_reference_is_reported_to_35_digits():
+    doc = gradcli.grad("exp(x)*y", x=1.0, y=1.0).to_dict()
+    assert doc["reference_digits"]["x"].startswith("2.71828182845904523536028747135266")
+    assert doc["reference_digits"]["y"].startswith("2.71828182845904523536028747135266")
+    doc = gradcli.grad("x*y, abs(x)", x=0.0, y=0.25).to_dict()
+    assert doc["reference_digits"] == [{"x": "0.25000000000000000000000000000000000", "y": "0.0"},
+                                       {"x": None, "y": "0.0"}]
