@@ -213,22 +213,12 @@ def _head_tail(items: list, capped: bool) -> list:
     return items[:HEAD] + [Gap(len(items) - HEAD - TAIL)] + items[-TAIL:]
 
 
-def _uses(graph: Graph) -> list:
-    uses = [0] * len(graph.nodes)
-    for n in graph.nodes:
-        for a in n.args:
-            uses[a] += 1
-    for o in graph.outputs:
-        uses[o] += 1
-    return uses
-
-
 def build_tree(graph: Graph, capped: bool) -> tuple[list, int]:
     """Pre-order rows from each output down (an explicit stack, no recursion): a node is expanded the
     first time it is reached; every later use is a ``shared`` row referring to it. When ``capped``,
     levels below TREE_DEPTH become one ``elided`` row and the walk stops after TREE_ROWS rows.
     -> (rows, nodes never shown)."""
-    uses = _uses(graph)
+    uses = graph.uses()
     expanded: set = set()
     shown: set = set()
     rows: list = []

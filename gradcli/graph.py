@@ -87,6 +87,16 @@ class Graph:
             self._last_use = tuple(last)
         return self._last_use
 
+    def uses(self) -> list[int]:
+        """How many times each node is read (by other nodes, and as an output)."""
+        count = [0] * len(self.nodes)
+        for n in self.nodes:
+            for a in n.args:
+                count[a] += 1
+        for o in self.outputs:
+            count[o] += 1
+        return count
+
     def consumers(self) -> list[list[int]]:
         users = [[] for _ in self.nodes]
         for i, n in enumerate(self.nodes):

@@ -67,12 +67,7 @@ class _Terms(list):
 def to_sympy(graph: Graph, symbols: dict | None = None) -> list:
     """The outputs of ``graph`` as sympy expressions (a loop over the nodes, no recursion)."""
     symbols = symbols or symbols_of(graph)
-    users = [0] * len(graph.nodes)
-    for n in graph.nodes:
-        for a in n.args:
-            users[a] += 1
-    for o in graph.outputs:
-        users[o] += 1
+    users = graph.uses()
     exprs: list = []
 
     def value(i):

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..diagnose import output_masks
 from ..graph import Graph, evaluate, node_values
 from ..primitives import PRIMITIVES
 
@@ -183,7 +184,7 @@ def _defects(graph: Graph, var: str, inputs: dict, n: int):
     depends = []
     for node in graph.nodes:
         depends.append(node.op == "var" and node.attr == var or any(depends[a] for a in node.args))
-    reaches = _output_masks(graph)
+    reaches = output_masks(graph)
     with np.errstate(all="ignore"):
         vals = node_values(graph, inputs)
         for i, node in enumerate(graph.nodes):
@@ -211,17 +212,6 @@ def _defects(graph: Graph, var: str, inputs: dict, n: int):
                 bad_f[j] |= undefined
                 bad_df[j] |= undefined | rough
     return bad_f, bad_df, f_breaks, df_breaks
-
-
-def _output_masks(graph: Graph) -> list[int]:
-    """Bit j of masks[i] is set when output j depends on node i."""
-    masks = [0] * len(graph.nodes)
-    for j, o in enumerate(graph.outputs):
-        masks[o] |= 1 << j
-    for i in range(len(graph.nodes) - 1, -1, -1):
-        for a in graph.nodes[i].args:
-            masks[a] |= masks[i]
-    return masks
 
 
 def _pole_sets(breaks: list) -> list:
