@@ -119,3 +119,25 @@ def point_options(methods_help: str):
         return f
     return decorate
 
+
+def run_and_print(compare, render, graph, point, warnings, as_json: bool, fmt, timeout, hessian=False, **options):
+    """The end every point command shares: warnings on stderr, the comparison, then JSON, a --format
+    or the rich table on stdout, and the report's exit code."""
+    import numpy as np
+
+    from ..render.json import dumps
+    from .formats import emit
+
+    for w in warnings:
+        click.echo(f"warning: {w}", err=True)
+    # overflow and domain errors are reported by the diagnostics, not as numpy RuntimeWarnings on stderr
+    with np.errstate(all="ignore"):
+        report = compare(graph, point, warnings=warnings, timeout=timeout, **options)
+    if as_json:
+        click.echo(dumps(report.to_dict()))
+    elif fmt:
+        emit(fmt, report, graph, timeout, **({"hessian": True} if hessian else {}))
+    else:
+        console().print(render(report))
+    sys.exit(report.exit_code)
+

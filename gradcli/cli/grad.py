@@ -4,15 +4,14 @@ from __future__ import annotations
 import sys
 
 import click
-import numpy as np
 
 from ..api import direction_vector, prepare
 from ..compare import compare_point, parse_methods
 from ..render.json import dumps
 from ..render.table import render_grad
 from ..errors import BadInput
-from .common import JsonCommand, point_options, console, fail, parse_assignments, parse_direction
-from .formats import check_format, emit, format_option
+from .common import JsonCommand, console, fail, parse_assignments, parse_direction, point_options, run_and_print
+from .formats import check_format, format_option
 
 
 @click.command(cls=JsonCommand)
@@ -83,19 +82,8 @@ def grad(expr, at, methods, rtol, atol, timeout, direction, full, as_json, fmt, 
         v = direction_vector(graph, parse_direction(direction, _parse_constant())) if direction else None
     except BadInput as exc:
         fail(exc, as_json)
-    for w in warnings:
-        click.echo(f"warning: {w}", err=True)
-    # overflow and domain errors are reported by the diagnostics, not as numpy RuntimeWarnings on stderr
-    with np.errstate(all="ignore"):
-        report = compare_point(graph, point, expression=expr, methods=selected, rtol=rtol, atol=atol,
-                               timeout=timeout, warnings=warnings, direction=v)
-    if as_json:
-        click.echo(dumps(report.to_dict()))
-    elif fmt:
-        emit(fmt, report, graph, timeout)
-    else:
-        console().print(render_grad(report, full=full))
-    sys.exit(report.exit_code)
+    run_and_print(compare_point, lambda r: render_grad(r, full=full), graph, point, warnings, as_json, fmt,
+                  timeout, expression=expr, methods=selected, rtol=rtol, atol=atol, direction=v)
 
 
 def _parse_constant():

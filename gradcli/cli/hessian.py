@@ -1,18 +1,14 @@
 """``gradcli hessian``: the Hessian of a scalar expression at a point, by four routes, side by side."""
 from __future__ import annotations
 
-import sys
-
 import click
-import numpy as np
 
 from ..api import direction_vector, prepare
 from ..errors import BadInput
 from ..hessian_compare import compare_hessian, parse_hessian_methods, require_scalar
 from ..render.hessian import render_hessian
-from ..render.json import dumps
-from .common import JsonCommand, point_options, console, fail, parse_assignments, parse_direction
-from .formats import check_format, emit, format_option
+from .common import JsonCommand, fail, parse_assignments, parse_direction, point_options, run_and_print
+from .formats import check_format, format_option
 
 
 @click.command(cls=JsonCommand)
@@ -56,15 +52,5 @@ def hessian(expr, at, methods, rtol, atol, timeout, direction, full, as_json, fm
         v = direction_vector(graph, parse_direction(direction, parse_constant)) if direction else None
     except BadInput as exc:
         fail(exc, as_json)
-    for w in warnings:
-        click.echo(f"warning: {w}", err=True)
-    with np.errstate(all="ignore"):
-        report = compare_hessian(graph, point, expression=expr, methods=selected, rtol=rtol, atol=atol,
-                                 timeout=timeout, warnings=warnings, direction=v)
-    if as_json:
-        click.echo(dumps(report.to_dict()))
-    elif fmt:
-        emit(fmt, report, graph, timeout, hessian=True)
-    else:
-        console().print(render_hessian(report, full=full))
-    sys.exit(report.exit_code)
+    run_and_print(compare_hessian, lambda r: render_hessian(r, full=full), graph, point, warnings, as_json, fmt,
+                  timeout, hessian=True, expression=expr, methods=selected, rtol=rtol, atol=atol, direction=v)
