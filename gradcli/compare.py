@@ -21,9 +21,8 @@ import numpy as np
 import sympy
 
 from .diagnose import diagnose
-from .graph import Graph, node_values
+from .graph import Graph
 from .methods import forward, numeric, reverse, symbolic
-from .primitives import PRIMITIVES, NumericOps
 from .report import METHOD_ORDER, Diagnostic, Directional, GradReport, MethodResult, relative_error
 
 #: Default (rtol, atol) per method. AD and complex step are exact up to rounding; the differences
@@ -59,31 +58,7 @@ def parse_methods(names, order=METHOD_ORDER) -> list[str]:
     return [m for m in order if m in wanted] if wanted else list(order)
 
 
-def magnitudes(graph: Graph, point: dict) -> np.ndarray:
-    """sum over paths of |product of partials|: the Jacobian computed without any cancellation."""
-    n = len(graph.variables)
-    ops = NumericOps()
-    with np.errstate(all="ignore"):
-        vals = node_values(graph, {k: np.float64(v) for k, v in point.items()})
-        tabs: list = []
-        for i, node in enumerate(graph.nodes):
-            if node.op == "var":
-                t = np.zeros(n)
-                t[graph.variables.index(node.attr)] = 1.0
-            elif node.op == "const":
-                t = None
-            else:
-                t = None
-                prim = PRIMITIVES[node.op]
-                args = [vals[a] for a in node.args]
-                for rule, a in zip(prim.partials, node.args):
-                    if tabs[a] is None:
-                        continue
-                    term = forward.scale_tangent(np.abs(rule(ops, vals[i], *args)), tabs[a])
-                    t = term if t is None else t + term
-            tabs.append(t)
-    rows = [tabs[o] if tabs[o] is not None else np.zeros(n) for o in graph.outputs]
-    return np.array(rows, dtype=float).reshape(len(graph.outputs), n)
+magnitudes = forward.magnitudes  # the tolerance's ``scale``
 
 
 def _run(name, graph, point, timeout):

@@ -139,6 +139,19 @@ def jacobian(graph: Graph, point: dict, jiggle: np.ndarray | None = None) -> tup
     return values, np.array(rows, dtype=float).reshape(len(graph.outputs), n)
 
 
+def magnitudes(graph: Graph, point: dict) -> np.ndarray:
+    """sum over paths of |product of partials|: the Jacobian computed without any cancellation, the
+    size that rounding in the computed derivative is relative to."""
+    n = len(graph.variables)
+    eye = np.eye(n)
+    seeds = {v: Dual(np.float64(point[v]), eye[k]) for k, v in enumerate(graph.variables)}
+    with np.errstate(all="ignore"):
+        outs = sweep(graph, seeds, DualOps(partial=np.abs))
+    rows = [np.broadcast_to(np.asarray(_split(o)[1] if isinstance(o, Dual) else 0.0, dtype=float), (n,))
+            for o in outs]
+    return np.array(rows, dtype=float).reshape(len(graph.outputs), n)
+
+
 def rounding_spread(graph: Graph, point: dict, trials: int = 3, seed: int = 0) -> np.ndarray:
     """How far float64 rounding alone can move the Jacobian at ``point``: the largest change over a few
     runs in which every rounding is off by one more ulp in a random direction (Monte Carlo arithmetic).

@@ -23,7 +23,7 @@ import numpy as np
 import sympy
 
 from ..graph import Graph
-from . import numeric, reverse, symbolic
+from . import forward, numeric, reverse, symbolic
 from ..primitives import NumericOps
 from .forward import Dual, DualOps, _split
 from .reverse import TapeOps, Var
@@ -162,7 +162,8 @@ def central_of_reverse(graph: Graph, point: dict) -> HessianResult:
     values, J = reverse.jacobian(graph, point)
     if x.size == 0:
         return HessianResult(float(values[0]), np.zeros(0), np.zeros((0, 0)), np.zeros((0, 0)))
-    r = numeric.central_of(_gradient_stencil(graph), x)
+    # the gradient's rounding is relative to its terms: d/dy of (y/x)/y cancels to ~1e-16, not 0
+    r = numeric.central_of(_gradient_stencil(graph), x, noise_scale=forward.magnitudes(graph, point)[0])
     return HessianResult(float(values[0]), np.asarray(J[0], dtype=float), r.jacobian, r.error, r.status,
                          r.message, r.detail)
 

@@ -106,7 +106,7 @@ def _candidate_scales(x: np.ndarray) -> np.ndarray:
     return 10.0 ** (hi[:, None] - (hi - lo)[:, None] * k[None, :])  # (nvars, K), largest first
 
 
-def _central_candidates(graph: Graph, x: np.ndarray, stencil=None):
+def _central_candidates(graph: Graph, x: np.ndarray, stencil=None, noise_scale=None):
     """Central differences at steps h, 2h, 4h for every candidate scale, with error estimates.
 
     ``stencil(x, deltas)`` -> (n_out, m, nvars) replaces the graph's evaluation (the Hessian
@@ -136,6 +136,8 @@ def _central_candidates(graph: Graph, x: np.ndarray, stencil=None):
     # across nearby steps, so only this bound, not the differences, can reveal it
     noise = 4 * eps * ((np.abs(Fv[:, 0]) + np.abs(Fv[:, 1])) / 2 + np.abs(x)[None, None, :] * np.abs(D1)) / h
     noise = np.fmax(noise, jiggle)
+    if noise_scale is not None:  # outputs that cancel carry rounding relative to their terms, not to |f|
+        noise = np.fmax(noise, 8 * eps * np.asarray(noise_scale, dtype=float)[None, :, None] / h)
     d1, d2 = np.abs(D2 - D1), np.abs(D4 - D2)
     # in the asymptotic range the error falls like h**2, so D(4h)-D(2h) is about 4 times
     # D(2h)-D(h); anything else (a period or a pole within the stencil) voids the estimate
@@ -180,9 +182,10 @@ def best_central(D1, est, hs, scales) -> NumericResult:
 
 
 @_quiet
-def central_of(stencil, x: np.ndarray) -> NumericResult:
-    """:func:`central` for any vector function given as ``stencil(x, deltas) -> (n_out, m, nvars)``."""
-    return best_central(*_central_candidates(None, np.asarray(x, dtype=np.float64), stencil))
+def central_of(stencil, x: np.ndarray, noise_scale=None) -> NumericResult:
+    """:func:`central` for any vector function given as ``stencil(x, deltas) -> (n_out, m, nvars)``;
+    ``noise_scale`` (per output) is the size its rounding is relative to, when that is more than |f|."""
+    return best_central(*_central_candidates(None, np.asarray(x, dtype=np.float64), stencil, noise_scale))
 
 
 @_quiet
