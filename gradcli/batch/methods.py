@@ -243,7 +243,8 @@ def richardson(graph: Graph, inputs: dict, xp, dtype, central_result, n: int | N
             f0 = xp.abs(outputs(graph, inputs, xp, dtype, N))
         best, err = numeric.ridders(lambda i: D[i], rows, (m, N), xp=xp, dtype=dtype)
         err = err + 8 * eps * (xp.abs(best) + f0 / h0[None, :])
-        gap = xp.abs(best - Jc[:, k]) - ESTIMATE_GAP * Ec[:, k]
+        # where central differences have no estimate of their own, their whole gap counts
+        gap = xp.abs(best - Jc[:, k]) - xp.where(xp.isfinite(Ec[:, k]), ESTIMATE_GAP * Ec[:, k], 0)
         err = xp.where(xp.isfinite(gap), xp.maximum(err, gap), err)
         J[:, k], est[:, k] = best, err
     return J, est

@@ -210,7 +210,8 @@ def richardson(graph: Graph, point: dict) -> NumericResult:
     err = err + 8 * eps * (np.abs(best) + f0 / h0)  # the extrapolated value still carries f's rounding
     # cross-check with plain central differences: a gap beyond central's own error bound means the
     # tableau agreed by luck, and the estimate must say so
-    gap = np.abs(best - c.jacobian) - ESTIMATE_GAP * c.error
+    # (where central differences have no estimate of their own, their whole gap counts)
+    gap = np.abs(best - c.jacobian) - np.where(np.isfinite(c.error), ESTIMATE_GAP * c.error, 0.0)
     err = np.where(np.isfinite(gap), np.maximum(err, gap), err)
     res = NumericResult(best, err, np.array(hs), detail={"h0": h0.tolist(), "ratio": RIDDERS_CON,
                                                          "rows": RIDDERS_ROWS, **trace})

@@ -339,3 +339,12 @@ def test_out_writer_rejects_unknown_types(tmp_path):
 def test_bad_python_input(kwargs, match):
     with pytest.raises(gradcli.BadInput, match=match):
         gradcli.grad_batch("x**2", **kwargs)
+
+
+def test_richardson_near_a_pole_does_not_claim_digits_it_has_not():
+    # y = -1.566 is 5e-3 from tan's pole: the tableau's large steps straddle it; central differences
+    # there had no estimate of their own, and that must not let Richardson's luck pass as precision
+    import gradcli
+
+    r = gradcli.grad_batch("-(pow(tan(y), min(2, 2)))", n=2000, domain={"y": (-3, 3)}, seed=1)
+    assert r.status == "agree", r.to_dict()["methods"]["richardson"]
