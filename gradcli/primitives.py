@@ -42,6 +42,11 @@ class Primitive:
     domain_text: str = ""
     smooth_text: str = ""
     ufunc: tuple | None = None  # (numpy/CuPy ufunc name, extra constant arguments...), for out= buffers
+    # where the function breaks: a switching function of the arguments, switch(xp, *args), whose sign
+    # changes across the break, and what the break is (pole, jump or kink); used to keep difference
+    # stencils and plotted lines from straddling one
+    switch: Callable | None = None
+    switch_kind: str = ""
     cuda: str | None = None  # CUDA C expression template over "{0}", "{1}" (see _CUDA)
 
 
@@ -304,6 +309,25 @@ _CUDA = {
 }
 for _name, _template in _CUDA.items():
     PRIMITIVES[_name] = replace(PRIMITIVES[_name], cuda=_template)
+
+# Where each primitive breaks (see Primitive.switch): poles and jumps break the function, kinks only
+# its derivative.
+_SWITCHES = {
+    "div": ("pole", lambda xp, x, y: y),
+    "pow": ("pole", lambda xp, x, y: xp.where(y < 0, x, xp.nan)),  # x**-2 at 0
+    "tan": ("pole", lambda xp, x: xp.cos(x)),
+    "sign": ("jump", lambda xp, x: x),
+    "step": ("jump", lambda xp, x: x),
+    "atan2": ("jump", lambda xp, y, x: xp.where(x < 0, y, xp.nan)),  # the branch cut along x < 0
+    "abs": ("kink", lambda xp, x: x),
+    "relu": ("kink", lambda xp, x: x),
+    "min": ("kink", lambda xp, x, y: x - y),
+    "max": ("kink", lambda xp, x, y: x - y),
+    "cbrt": ("kink", lambda xp, x: x),  # continuous, with an infinite derivative at 0
+    "hypot": ("kink", lambda xp, x, y: xp.where(abs(x) >= abs(y), x, y)),  # the cone's tip at (0, 0)
+}
+for _name, (_kind, _switch) in _SWITCHES.items():
+    PRIMITIVES[_name] = replace(PRIMITIVES[_name], switch=_switch, switch_kind=_kind)
 
 #: Names the parser accepts as functions, besides the primitives: (target, arity rule).
 ALIASES = {"ln": "log"}

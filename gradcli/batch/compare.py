@@ -8,7 +8,7 @@ and kinks. Nothing is kept per point across chunks except the relative errors fo
 (only while points x methods fits :data:`EXACT_MEDIAN_LIMIT`; beyond it a fixed log10 histogram).
 
 Tolerance per entry (as at one point, :mod:`gradcli.compare`), with the reference evaluated in the
-batch dtype rather than to 35 digits:
+float64 (whatever the batch dtype) rather than to 35 digits:
 ``|got - ref| <= rtol * max(|ref|, scale) + atol + 10 * spread [+ 10 * estimate + floor]``.
 In float32 the default rtols keep the same share of the digits: rtol32 = eps32 ** (log rtol64 / log eps64).
 """
@@ -259,7 +259,10 @@ def run_batch(graph: Graph, source, *, expression: str = "", methods=None, rtol=
             consensus = xp.where(agree_fr, (Jf + Jr) / 2, xp.nan)
             if sym_graph is not None:
                 t0 = time.perf_counter()
-                ref = bm.outputs(sym_graph, inputs, xp, dtype, n).reshape(m, nv, n)
+                # the reference in float64 whatever the batch dtype (then rounded once): a float32
+                # evaluation of sympy's formula can be further off than the methods it judges
+                wide = {k: xp.asarray(v, dtype=xp.float64) for k, v in inputs.items()}
+                ref = bm.outputs(sym_graph, wide, xp, np.float64, n).astype(dtype).reshape(m, nv, n)
                 seconds["symbolic"] += time.perf_counter() - t0
                 fill = ~xp.isfinite(ref) & ~bad_deriv & xp.isfinite(consensus)
                 fallback_points += int(fill.reshape(m * nv, n).any(axis=0).sum()) if m * nv else 0

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..diagnose import output_masks, variable_masks
-from ..graph import Graph, evaluate
+from ..graph import Graph, evaluate, node_values
 from ..methods.forward import Dual, DualOps, sweep
 from ..methods import numeric
 from ..methods.numeric import ESTIMATE_GAP, RIDDERS_CON, RIDDERS_H0
@@ -170,6 +170,31 @@ def _perturbed(graph, inputs, k, deltas, xp, dtype, N, jiggle=None):
     return xp.stack([xp.broadcast_to(xp.asarray(o), (P, N)) for o in outs])
 
 
+def straddles(graph: Graph, inputs: dict, k: int, reach, xp, dtype, N):
+    """Per point: does moving variable k by up to +-``reach`` cross a pole, jump or kink of the table
+    (a switching function changes sign between the point and either end)? There a difference quotient
+    measures an average of two sides, not the derivative: near min(x, 2) in float32 it returns 0.5."""
+    switched = [i for i, node in enumerate(graph.nodes) if node.op in PRIMITIVES and PRIMITIVES[node.op].switch]
+    hit = xp.zeros(N, dtype=bool)
+    if not switched:
+        return hit
+    name = graph.variables[k]
+    moved = dict(inputs)
+    x = inputs[name]
+    # the point, then both ends at reach, reach/2, reach/4: a switch that flips twice within the
+    # reach (tan of a fast-growing argument) still shows at some level
+    levels = [x] + [x + sign * reach / 2 ** j for j in range(3) for sign in (-1, 1)]
+    moved[name] = xp.stack(levels)  # (7, N)
+    vals = node_values(graph, moved, xp=xp)
+    for i in switched:
+        node = graph.nodes[i]
+        args = [xp.broadcast_to(xp.asarray(vals[a], dtype=dtype), (len(levels), N)) for a in node.args]
+        sw = xp.sign(PRIMITIVES[node.op].switch(xp, *args))
+        live = xp.isfinite(sw[0])
+        hit |= live & (xp.isfinite(sw[1:]) & (sw[1:] != sw[0])).any(axis=0)
+    return hit
+
+
 def central(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
     """Central differences with error estimates -> (J, estimate, scale (nvars, N) of the chosen step).
 
@@ -216,8 +241,10 @@ def central(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
         # per point, the scale whose worst entry is better
         use_b = Es[1].max(axis=0) < Es[0].max(axis=0)
         J[:, k] = xp.where(use_b, Ds[1], Ds[0])
-        est[:, k] = xp.where(use_b, Es[1], Es[0])
         scales[k] = xp.where(use_b, cand[1], cand[0])
+        reach = 4 * dtype(eps ** (1 / 3)) * scales[k]
+        est[:, k] = xp.where(straddles(graph, inputs, k, reach, xp, dtype, N), xp.inf,
+                             xp.where(use_b, Es[1], Es[0]))
     return J, est, scales
 
 
@@ -243,10 +270,13 @@ def richardson(graph: Graph, inputs: dict, xp, dtype, central_result, n: int | N
             f0 = xp.abs(outputs(graph, inputs, xp, dtype, N))
         best, err = numeric.ridders(lambda i: D[i], rows, (m, N), xp=xp, dtype=dtype)
         err = err + 8 * eps * (xp.abs(best) + f0 / h0[None, :])
-        # where central differences have no estimate of their own, their whole gap counts
-        gap = xp.abs(best - Jc[:, k]) - xp.where(xp.isfinite(Ec[:, k]), ESTIMATE_GAP * Ec[:, k], 0)
+        # where central differences cannot vouch for the tableau (no estimate, or one as large as a
+        # thousandth of the value), their whole gap counts
+        vouch = xp.isfinite(Ec[:, k]) & (Ec[:, k] <= 1e-3 * xp.abs(Jc[:, k]))
+        gap = xp.abs(best - Jc[:, k]) - xp.where(vouch, ESTIMATE_GAP * Ec[:, k], 0)
         err = xp.where(xp.isfinite(gap), xp.maximum(err, gap), err)
-        J[:, k], est[:, k] = best, err
+        J[:, k] = best
+        est[:, k] = xp.where(straddles(graph, inputs, k, h0, xp, dtype, N), xp.inf, err)
     return J, est
 
 

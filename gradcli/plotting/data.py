@@ -22,28 +22,6 @@ EPS = float(np.finfo(np.float64).eps)
 TINY = float(np.finfo(np.float64).tiny)
 DEFAULT_STEPS = np.logspace(-1, -16, 61)
 
-#: Where a primitive breaks the picture, as a switching function of its argument values whose sign
-#: change between two samples means the break lies between them.
-#: poles and jumps break the function (and so its derivative); kinks break only the derivative.
-_POLES = {
-    "div": lambda x, y: y,
-    "pow": lambda x, y: np.where(np.asarray(y) < 0, x, np.nan),  # x**-2 at 0; x < 0 with y < 0 is NaN anyway
-    "tan": lambda x: np.cos(x),
-}
-_JUMPS = {
-    "sign": lambda x: x,
-    "step": lambda x: x,
-    "atan2": lambda y, x: np.where(np.asarray(x) < 0, y, np.nan),  # the branch cut along the negative x axis
-}
-_KINKS = {
-    "abs": lambda x: x,
-    "relu": lambda x: x,
-    "min": lambda x, y: x - y,
-    "max": lambda x, y: x - y,
-    "cbrt": lambda x: x,  # continuous, with an infinite derivative at 0
-}
-
-
 @dataclass
 class PlotData:
     """A function of ``variable`` over ``x`` (the other variables ``fixed``): rows are outputs."""
@@ -199,10 +177,9 @@ def _defects(graph: Graph, var: str, inputs: dict, n: int):
                 rough |= np.asarray(prim.kink(np, *args), dtype=bool)
             if prim.smooth is not None:
                 rough |= ~np.asarray(prim.smooth(np, *args), dtype=bool)
-            for kind, table in (("pole", _POLES), ("jump", _JUMPS), ("kink", _KINKS)):
-                if node.op not in table:
-                    continue
-                s = np.sign(np.asarray(table[node.op](*args), dtype=float))
+            if prim.switch is not None:
+                kind = prim.switch_kind
+                s = np.sign(np.asarray(prim.switch(np, *args), dtype=float))
                 cross = np.flatnonzero(np.isfinite(s[:-1]) & np.isfinite(s[1:]) & (s[:-1] != s[1:]))
                 for j in outs:
                     if kind != "kink":
