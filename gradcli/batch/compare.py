@@ -7,7 +7,7 @@ central differences, Richardson and complex step, and the elementwise diagnosis 
 and kinks. Nothing is kept per point across chunks except the relative errors for an exact median
 (only while points x methods fits :data:`EXACT_MEDIAN_LIMIT`; beyond it a fixed log10 histogram).
 
-Tolerance per entry (as at one point, :mod:`gradcli.compare`), with the reference evaluated in the
+Tolerance per entry (as at one point, :mod:`gradcli.compare`), with the reference evaluated in
 float64 (whatever the batch dtype) rather than to 35 digits:
 ``|got - ref| <= rtol * max(|ref|, scale) + atol + 10 * spread [+ 10 * estimate + floor]``.
 In float32 the default rtols keep the same share of the digits: rtol32 = eps32 ** (log rtol64 / log eps64).
