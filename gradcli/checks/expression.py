@@ -37,25 +37,27 @@ def expression_functions(spec):
         with np.errstate(all="ignore"):
             return _stack(evaluate(graph, kw))
 
-    user_vjp = None
-    if spec.grad is not None:
-        partials = {name: parse(text) for name, text in spec.grad.items()}
+    return fn, _expression_vjp(spec.grad), lambda base, wrt: GraphAD(graph, base, wrt)
 
-        def user_vjp(g, **kw):
-            out = {}
-            for name, pg in partials.items():
-                with np.errstate(all="ignore"):
-                    d = evaluate(pg, {v: kw[v] for v in pg.variables})[0]
-                out[name] = _unbroadcast(np.asarray(g) * d, np.shape(kw[name]))
-            for name in kw:
-                if name not in out:
-                    raise KeyError(f"grad= has no expression for {name!r}")
-            return out
 
-    def ad_factory(base, wrt):
-        return GraphAD(graph, base, wrt)
+def _expression_vjp(grad: dict | None):
+    """The hand-written gradient of a string check, {name: expression}, as a vjp (None without one)."""
+    if grad is None:
+        return None
+    partials = {name: parse(text) for name, text in grad.items()}
 
-    return fn, user_vjp, ad_factory
+    def user_vjp(g, **kw):
+        out = {}
+        for name, pg in partials.items():
+            with np.errstate(all="ignore"):
+                d = evaluate(pg, {v: kw[v] for v in pg.variables})[0]
+            out[name] = _unbroadcast(np.asarray(g) * d, np.shape(kw[name]))
+        for name in kw:
+            if name not in out:
+                raise KeyError(f"grad= has no expression for {name!r}")
+        return out
+
+    return user_vjp
 
 
 class GraphAD:
