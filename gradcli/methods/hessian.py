@@ -202,18 +202,10 @@ def symbolic_hessian(graph: Graph, point: dict, timeout: float | None = symbolic
         return SymbolicHessian("unavailable", "the expression is too deep for sympy")
     except (TypeError, ValueError, ArithmeticError) as exc:
         return SymbolicHessian("unavailable", f"sympy cannot differentiate this expression ({exc})")
-    subs = {syms[v]: sympy.Rational(float(point[v])) for v in graph.variables}
-    try:
-        with symbolic.time_limit(timeout):
-            res.values = [[symbolic._evalf(d, digits, subs) for d in row] for row in H]
-            res.gradient = [symbolic._evalf(d, digits, subs) for d in ds]
-            res.value = symbolic._evalf(f, digits, subs)
-    except symbolic.SymbolicTimeout:
-        return SymbolicHessian("unavailable", f"sympy could not evaluate within {timeout:g} s", text=res.text,
-                               gradient_text=res.gradient_text)
-    except (RecursionError, MemoryError, TypeError, ValueError) as exc:
-        return SymbolicHessian("unavailable", f"sympy could not evaluate the Hessian ({type(exc).__name__})",
-                               text=res.text, gradient_text=res.gradient_text)
+    evaluated, failed = symbolic.evaluate_at(graph, point, [H, ds, [f]], timeout, digits, "the Hessian")
+    if failed:
+        return SymbolicHessian("unavailable", failed, text=res.text, gradient_text=res.gradient_text)
+    res.values, res.gradient, (res.value,) = evaluated
     if any(v is None for row in res.values for v in row):
         res.status = "undefined"
         res.message = "the symbolic Hessian is not a finite real number at this point"

@@ -135,24 +135,37 @@ def derivatives(graph: Graph, timeout: float | None = DEFAULT_TIMEOUT) -> Symbol
     return res
 
 
+def evaluate_at(graph: Graph, point: dict, exprs: list, timeout, digits: int, what: str):
+    """Nested lists of sympy expressions evaluated at the exact binary ``point`` to ``digits`` digits,
+    under the time limit -> (the same nesting of Floats (None: not a finite real), "") or
+    (None-filled nesting, why sympy could not)."""
+    syms = symbols_of(graph)
+    subs = {syms[v]: sympy.Rational(float(point[v])) for v in graph.variables}
+
+    def walk(e):
+        return [walk(x) for x in e] if isinstance(e, list) else _evalf(e, digits, subs)
+
+    try:
+        with time_limit(timeout):
+            return [walk(e) for e in exprs], ""
+    except SymbolicTimeout:
+        why = f"sympy could not evaluate within {timeout:g} s"
+    except (RecursionError, MemoryError, TypeError, ValueError) as exc:
+        why = f"sympy could not evaluate {what} ({type(exc).__name__})"
+    return [None] * len(exprs), why
+
+
 def symbolic(graph: Graph, point: dict, timeout: float | None = DEFAULT_TIMEOUT,
              digits: int = DIGITS) -> SymbolicResult:
     """Symbolic derivatives evaluated at ``point`` to ``digits`` significant digits."""
     res = derivatives(graph, timeout)
     if res.status != "ok":
         return res
-    syms = symbols_of(graph)
-    subs = {syms[v]: sympy.Rational(float(point[v])) for v in graph.variables}
-    try:
-        with time_limit(timeout):
-            res.values = [[_evalf(d, digits, subs) for d in row] for row in res.derivatives]
-            res.function_values = [_evalf(f, digits, subs) for f in res.function_values]
-    except SymbolicTimeout:
-        return SymbolicResult("unavailable", f"sympy could not evaluate within {timeout:g} s",
-                              derivatives=res.derivatives, text=res.text)
-    except (RecursionError, MemoryError, TypeError, ValueError) as exc:
-        return SymbolicResult("unavailable", f"sympy could not evaluate the derivative ({type(exc).__name__})",
-                              derivatives=res.derivatives, text=res.text)
+    evaluated, failed = evaluate_at(graph, point, [res.derivatives, res.function_values], timeout, digits,
+                                    "the derivative")
+    if failed:
+        return SymbolicResult("unavailable", failed, derivatives=res.derivatives, text=res.text)
+    res.values, res.function_values = evaluated
     if any(v is None for row in res.values for v in row):
         res.status = "undefined"
         res.message = "the symbolic derivative is not a finite real number at this point"

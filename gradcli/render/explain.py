@@ -8,7 +8,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from ..explain import Explanation, Gap
-from .table import _truncate, fmt_error, fmt_exact, fmt_number
+from .table import fmt_error, fmt_exact, fmt_number, header
 
 
 #: The tableau's columns agree to many digits: enough of them to see where they stop agreeing.
@@ -43,11 +43,7 @@ def _entry_label(ex: Explanation, output: int, var: str) -> str:
 
 
 def _header(ex: Explanation) -> Text:
-    head = Text()
-    head.append("f", style="bold")
-    head.append(f"({_truncate(', '.join(ex.variables))}) = {_truncate(ex.expression)}\n")
-    point = _truncate(", ".join(f"{k} = {fmt_exact(v)}" for k, v in ex.point.items()))
-    head.append(f"at {point}\n" if point else "")
+    head = header(ex.variables, ex.expression, ex.point)
     head.append(f"value: {', '.join(fmt_exact(v) for v in ex.values)}\n")
     head.append(f"{ex.nodes} nodes (v0 … v{ex.nodes - 1}), in topological order")
     for note in ex.notes:

@@ -6,7 +6,7 @@ from rich.console import Group
 from rich.text import Text
 
 from ..report import HessianReport
-from .table import (_truncate, direction_table, entry_table, fmt_exact, fmt_number, method_table,
+from .table import (_truncate, header, direction_table, entry_table, fmt_exact, fmt_number, method_table,
                     notes_and_verdict)
 
 DEFINITENESS_TEXT = {
@@ -38,11 +38,7 @@ def _label(report: HessianReport, i: int, k: int) -> str:
 def render_hessian(report: HessianReport, full: bool = False) -> Group:
     """By default one row per method (status, largest error, symmetry); ``full`` adds every entry."""
     parts = []
-    head = Text()
-    head.append("f", style="bold")
-    head.append(f"({_truncate(', '.join(report.variables))}) = {_truncate(report.expression)}\n")
-    point = _truncate(", ".join(f"{k} = {fmt_exact(v)}" for k, v in report.point.items()))
-    head.append(f"at {point}\n" if point else "")
+    head = header(report.variables, report.expression, report.point)
     head.append(f"value: {fmt_exact(report.value)}\n")
     grad = ", ".join(fmt_number(g) for g in report.gradient.values())
     head.append(f"gradient: ({grad})")

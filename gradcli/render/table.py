@@ -62,15 +62,21 @@ def _worst(report: GradReport, m) -> str:
     return _label(report, i, report.variables[k])
 
 
+def header(variables, expression: str, point: dict) -> Text:
+    """``f(x, y) = EXPR`` and ``at x = .., y = ..``: the first lines of every point report."""
+    head = Text()
+    head.append("f", style="bold")
+    head.append(f"({_truncate(', '.join(variables))}) = {_truncate(expression)}\n")
+    at = _truncate(", ".join(f"{k} = {fmt_exact(v)}" for k, v in point.items()))
+    head.append(f"at {at}\n" if at else "")
+    return head
+
+
 def render_grad(report: GradReport, full: bool = False) -> Group:
     """The grad table: one row per variable (scalar expression); for a vector-valued one, one row per
     method with its largest error, or with ``full`` one row per Jacobian entry."""
     parts = []
-    head = Text()
-    head.append("f", style="bold")
-    head.append(f"({_truncate(', '.join(report.variables))}) = {_truncate(report.expression)}\n")
-    point = _truncate(", ".join(f"{k} = {fmt_exact(v)}" for k, v in report.point.items()))
-    head.append(f"at {point}\n" if point else "")
+    head = header(report.variables, report.expression, report.point)
     values = ", ".join(fmt_exact(v) for v in report.values)
     head.append(f"value: {values}")
     parts.append(head)
