@@ -6,7 +6,6 @@ Traceback ever reaches the user.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import re
 import subprocess
@@ -14,25 +13,18 @@ import sys
 import time
 
 import pytest
-from click.testing import CliRunner
 
 from gradcli import __version__
 from gradcli.cli import main
 from gradcli.primitives import PRIMITIVES
 from gradcli.report import METHOD_ORDER
-
-try:  # click < 8.2 mixes stderr into stdout unless told not to
-    RUNNER = CliRunner(mix_stderr=False)
-except TypeError:  # click >= 8.2 always keeps result.stdout and result.stderr apart
-    RUNNER = CliRunner()
+from cli_helpers import PLAIN_ENV, RUNNER, strict_json
 
 # a numpy RuntimeWarning would reach the user's stderr: make it an error that fails the test
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 
 EXACT_METHODS = ("symbolic", "forward", "reverse", "richardson", "complex_step")
 SGR = re.compile(r"\x1b\[([0-9;]*)m")
-# the colour-free environment a test starts from, whatever the developer's shell or CI sets
-PLAIN_ENV = {"FORCE_COLOR": None, "NO_COLOR": None, "TTY_COMPATIBLE": None, "TTY_INTERACTIVE": None}
 
 
 def grad(*args, env=None):
@@ -40,15 +32,6 @@ def grad(*args, env=None):
     result = RUNNER.invoke(main, ["grad", *args], env={**PLAIN_ENV, **(env or {})}, catch_exceptions=False)
     assert "Traceback" not in result.stdout and "Traceback" not in result.stderr
     return result
-
-
-def _reject(name):
-    raise ValueError(f"{name} is not JSON")
-
-
-def strict_json(text: str):
-    """The whole of ``text`` as one JSON document; NaN and Infinity are not JSON."""
-    return json.loads(text, parse_constant=_reject)
 
 
 def close(got, want, rel=1e-12):

@@ -4,7 +4,6 @@ import math
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
 
 import gradcli
 from gradcli.compare import compare_point, magnitudes, parse_methods

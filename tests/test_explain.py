@@ -2,12 +2,10 @@
 section, the cap, and that --json carries what the table shows."""
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
 from gradcli.cli import main
 from gradcli.explain import CAP, HEAD, TAIL, Gap, explain
@@ -16,13 +14,9 @@ from gradcli.methods import forward, numeric
 from gradcli.parser import parse
 from gradcli.render.explain import accumulation, num
 from gradcli.render.table import fmt_error
+from cli_helpers import PLAIN_ENV, RUNNER, strict_json
 
-try:  # click < 8.2 mixes stderr into stdout unless told not to
-    RUNNER = CliRunner(mix_stderr=False)
-except TypeError:
-    RUNNER = CliRunner()
 
-PLAIN_ENV = {"FORCE_COLOR": None, "NO_COLOR": None, "TTY_COMPATIBLE": None, "TTY_INTERACTIVE": None}
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 
 EXPR = "x*y + sin(x)"
@@ -34,14 +28,6 @@ def run(*args):
     result = RUNNER.invoke(main, ["explain", *args], env=PLAIN_ENV, catch_exceptions=False)
     assert "Traceback" not in result.stdout and "Traceback" not in result.stderr
     return result
-
-
-def _reject(name):
-    raise ValueError(f"{name} is not JSON")
-
-
-def strict_json(text):
-    return json.loads(text, parse_constant=_reject)
 
 
 @pytest.fixture(scope="module")

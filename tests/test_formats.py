@@ -6,17 +6,12 @@ import math
 
 import pytest
 import sympy
-from click.testing import CliRunner
 
 from gradcli.cli import main
 from gradcli.render.formats import latex_error, latex_escape, latex_number
+from cli_helpers import PLAIN_ENV, RUNNER
 
-try:  # click < 8.2 mixes stderr into stdout unless told not to
-    RUNNER = CliRunner(mix_stderr=False)
-except TypeError:
-    RUNNER = CliRunner()
 
-PLAIN_ENV = {"FORCE_COLOR": None, "NO_COLOR": None, "TTY_COMPATIBLE": None, "TTY_INTERACTIVE": None}
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 X, Y = sympy.symbols("x y", real=True)
 

@@ -2,35 +2,21 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import pytest
-from click.testing import CliRunner
 
 from gradcli.cli import main
 from gradcli.primitives import PRIMITIVES
+from cli_helpers import PLAIN_ENV, RUNNER, strict_json
 
-try:  # click < 8.2 mixes stderr into stdout unless told not to
-    RUNNER = CliRunner(mix_stderr=False)
-except TypeError:
-    RUNNER = CliRunner()
 
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
-PLAIN_ENV = {"FORCE_COLOR": None, "NO_COLOR": None, "TTY_COMPATIBLE": None, "TTY_INTERACTIVE": None}
 
 
 def run(*args):
     result = RUNNER.invoke(main, list(args), env=PLAIN_ENV, catch_exceptions=False)
     assert "Traceback" not in result.stdout and "Traceback" not in result.stderr
     return result
-
-
-def _reject(name):
-    raise ValueError(f"{name} is not JSON")
-
-
-def strict_json(text):
-    return json.loads(text, parse_constant=_reject)
 
 
 def test_table_shows_methods_symmetry_eigenvalues_and_the_verdict():

@@ -11,16 +11,12 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
 from gradcli.cli import main
 from gradcli.parser import parse
 from gradcli.plotting.data import branch_slopes, plot_data, segments, step_data
+from cli_helpers import RUNNER
 
-try:  # click < 8.2 mixes stderr into stdout unless told not to
-    RUNNER = CliRunner(mix_stderr=False)
-except TypeError:
-    RUNNER = CliRunner()
 
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 EPS = np.finfo(np.float64).eps

@@ -1,22 +1,16 @@
 """``gradcli grad --batch/--points`` through CliRunner, stdout and stderr asserted separately."""
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
 from gradcli.cli import main
+from cli_helpers import PLAIN_ENV, RUNNER, strict_json
 
-try:  # click < 8.2 mixes stderr into stdout unless told not to
-    RUNNER = CliRunner(mix_stderr=False)
-except TypeError:
-    RUNNER = CliRunner()
 
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
-PLAIN_ENV = {"FORCE_COLOR": None, "NO_COLOR": None, "TTY_COMPATIBLE": None, "TTY_INTERACTIVE": None}
 METHOD_KEYS = {"max_rel_error", "median_rel_error", "agree_fraction", "undefined", "seconds", "status", "worst"}
 
 
@@ -24,14 +18,6 @@ def grad(*args):
     result = RUNNER.invoke(main, ["grad", *args], env=PLAIN_ENV, catch_exceptions=False)
     assert "Traceback" not in result.stdout and "Traceback" not in result.stderr
     return result
-
-
-def _reject(name):
-    raise ValueError(f"{name} is not JSON")
-
-
-def strict_json(text):
-    return json.loads(text, parse_constant=_reject)
 
 
 def test_table_with_every_method_the_worst_points_and_the_verdict():

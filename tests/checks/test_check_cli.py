@@ -17,17 +17,12 @@ import xml.etree.ElementTree as ET
 from io import StringIO
 
 import pytest
-from click.testing import CliRunner
 from rich.console import Console
 
 from gradcli.checks.result import CheckResult, MethodSummary, Mismatch
 from gradcli.cli import main
+from cli_helpers import PLAIN_ENV, RUNNER
 
-try:  # click < 8.2 mixes stderr into stdout unless told not to
-    RUNNER = CliRunner(mix_stderr=False)
-except TypeError:
-    RUNNER = CliRunner()
-PLAIN_ENV = {"FORCE_COLOR": None, "NO_COLOR": None, "TTY_COMPATIBLE": None, "TTY_INTERACTIVE": None}
 
 CHECK_KEYS = {"name", "file", "line", "kind", "status", "methods", "mismatches", "message"}
 MISMATCH_KEYS = {"input", "index", "expected", "got", "abs_error", "rel_error"}

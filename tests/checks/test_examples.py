@@ -7,15 +7,11 @@ import os
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
 from gradcli.checks.collect import collect
 from gradcli.cli import main
+from cli_helpers import RUNNER
 
-try:
-    RUNNER = CliRunner(mix_stderr=False)
-except TypeError:
-    RUNNER = CliRunner()
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "examples")
 CORRECT = sorted(f for f in os.listdir(EXAMPLES) if f.endswith(".py"))

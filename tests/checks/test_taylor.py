@@ -8,18 +8,14 @@ import os
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
 from gradcli.checks.collect import collect
 from gradcli.checks.registry import build_spec
 from gradcli.checks.runner import run_check
 from gradcli.checks.taylor import fit
 from gradcli.cli import main
+from cli_helpers import RUNNER
 
-try:
-    RUNNER = CliRunner(mix_stderr=False)
-except TypeError:
-    RUNNER = CliRunner()
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "examples")
 
