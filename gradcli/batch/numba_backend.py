@@ -43,8 +43,10 @@ def available() -> bool:
     return numba is not None
 
 
+# error_model="numpy": x/0 is inf or NaN as in numpy (numba's default raises ZeroDivisionError, and its
+# check per element also keeps LLVM from vectorising the loop)
 if numba is not None:
-    @numba.njit(inline="always")
+    @numba.njit(inline="always", error_model="numpy")
     def _minimum(a, b):
         if a != a:
             return a
@@ -52,7 +54,7 @@ if numba is not None:
             return b
         return a if a <= b else b
 
-    @numba.njit(inline="always")
+    @numba.njit(inline="always", error_model="numpy")
     def _maximum(a, b):
         if a != a:
             return a
@@ -60,7 +62,7 @@ if numba is not None:
             return b
         return a if a >= b else b
 
-    @numba.njit(inline="always")
+    @numba.njit(inline="always", error_model="numpy")
     def _sign(a):
         if a > 0:
             return 1.0
@@ -68,7 +70,7 @@ if numba is not None:
             return -1.0
         return a  # 0, -0 and NaN as numpy's sign
 
-    @numba.njit(inline="always")
+    @numba.njit(inline="always", error_model="numpy")
     def _step(a):
         if a > 0:
             return 1.0
@@ -76,18 +78,18 @@ if numba is not None:
             return 0.0
         return a  # NaN
 
-    @numba.njit(inline="always")
+    @numba.njit(inline="always", error_model="numpy")
     def _softplus(a):
         # numpy's logaddexp(0, a)
         if a != a:
             return a
         return max(a, 0.0) + math.log1p(math.exp(-abs(a)))
 
-    @numba.njit(inline="always")
+    @numba.njit(inline="always", error_model="numpy")
     def _cbrt(a):
         return np.cbrt(a)
 
-    @numba.njit(cache=True, boundscheck=False)
+    @numba.njit(cache=True, boundscheck=False, error_model="numpy")
     def _block(code, r, n, w, wi):
         for j in range(code.shape[0]):
             op, d, a, b = code[j, 0], code[j, 1], code[j, 2], code[j, 3]
@@ -206,9 +208,8 @@ if numba is not None:
                 for i in range(n):
                     o[i] = x[i]
 
-    @numba.njit(parallel=True, cache=True, boundscheck=False)
-    def _kernel(code, n_regs, const_base, consts, inputs, out_src, out, block, threads, start, stop):
-        n_vars = inputs.shape[0]
+    @numba.njit(parallel=True, cache=True, boundscheck=False, error_model="numpy")
+    def _kernel(code, n_regs, const_base, consts, inputs, n_vars, out_src, out, block, threads, start, stop):
         N = stop - start
         n_blocks = (N + block - 1) // block
         n_threads = min(threads, n_blocks)
@@ -223,7 +224,11 @@ if numba is not None:
                 s = start + k * block
                 n = min(block, stop - s)
                 for v in range(n_vars):
-                    r[v, :n] = inputs[v, s:s + n]
+                    src = inputs[v]
+                    if src.shape[0] == 1:  # a scalar, broadcast
+                        r[v, :n] = src[0]
+                    else:
+                        r[v, :n] = src[s:s + n]
                 _block(code, r, n, w, wi)
                 for m in range(out_src.shape[0]):
                     out[m, s:s + n] = r[out_src[m], :n]
@@ -302,8 +307,23 @@ def execute(program: Program, inputs: dict, dtype=np.float64, block: int | None 
     return out
 
 
-def stack(arrays: list, N: int, dtype) -> np.ndarray:
-    """The inputs as one (n_vars, N) array of ``dtype``, which the kernel reads."""
+#: Up to this many variables the kernel reads the caller's arrays in place (a tuple of this many
+#: 1-D arrays, padded, so that numba compiles one signature); beyond, they are copied into one array.
+DIRECT = 8
+
+
+def stack(arrays: list, N: int, dtype):
+    """The inputs in the form the kernel reads: a tuple of DIRECT 1-D arrays (each of N points or
+    one scalar; the caller's own arrays where they are contiguous, writeable and of ``dtype``), or
+    one (n_vars, N) array for more variables."""
+    dtype = np.dtype(dtype)
+    if len(arrays) <= DIRECT:
+        own = []
+        for a in arrays:
+            a = np.ascontiguousarray(a, dtype=dtype)
+            own.append(a if a.flags.writeable else a.copy())
+        pad = np.empty(0, dtype=dtype)
+        return tuple(own + [pad] * (DIRECT - len(own)))
     x = np.empty((len(arrays), N), dtype=dtype)
     for v, a in enumerate(arrays):
         x[v] = a if a.shape[0] != 1 else a[0]
@@ -316,6 +336,6 @@ def run_range(plan: NumbaPlan, x: np.ndarray, out: np.ndarray, start: int, stop:
     if numba is None:
         raise RuntimeError("numba is not installed (pip install 'gradcli[fast]')")
     if stop > start:
-        _kernel(plan.code, plan.n_regs, plan.const_base, plan.consts, x, plan.out_src, out,
+        _kernel(plan.code, plan.n_regs, plan.const_base, plan.consts, x, plan.n_vars, plan.out_src, out,
                 int(block or BLOCK), numba.get_num_threads(), start, stop)
         _COMPILED.set()

@@ -28,7 +28,8 @@ import numpy as np
 
 # fastmath "contract" only: LLVM may fuse a*b + c into one FMA, which rounds once instead of twice.
 # No reassociation, no finite-math assumptions: the special values are exact by the second pass.
-_JIT = dict(boundscheck=False, fastmath={"contract"})
+# error_model="numpy": no ZeroDivisionError check per division, which would also stop vectorisation.
+_JIT = dict(boundscheck=False, fastmath={"contract"}, error_model="numpy")
 
 SHIFT = 6755399441055744.0  # 1.5 * 2**52: x + SHIFT rounds x to an integer held in the low bits
 SHIFT_BITS = int(np.array([SHIFT]).view(np.int64)[0])
@@ -54,10 +55,19 @@ PIO2_3 = 2.02226624871116645580e-21
 PIO2_4 = 8.47842766036889956997e-32
 TRIG_MAX = 1e5  # k < 2**17: all the products above are exact
 
-# Taylor coefficients of sin (x**3 .. x**17) and cos (x**2 .. x**16): on |r| <= pi/4 the first
-# omitted term is below 0.01 ulp
-S3, S5, S7, S9, S11, S13, S15, S17 = ((-1) ** ((k - 1) // 2) / math.factorial(k) for k in range(3, 19, 2))
-C2, C4, C6, C8, C10, C12, C14, C16 = ((-1) ** (k // 2) / math.factorial(k) for k in range(2, 18, 2))
+# fdlibm's k_sin.c and k_cos.c minimax polynomials on |r| <= pi/4
+S1 = -1.66666666666666324348e-01
+S2 = 8.33333333332248946124e-03
+S3 = -1.98412698298579493134e-04
+S4 = 2.75573137070700676789e-06
+S5 = -2.50507602534068634195e-08
+S6 = 1.58969099521155010221e-10
+C1 = 4.16666666666666019037e-02
+C2 = -1.38888888888741095749e-03
+C3 = 2.48015872894767294178e-05
+C4 = -2.75573143513906633035e-07
+C5 = 2.08757232129817482790e-09
+C6 = -1.13596475577881948265e-11
 
 # fdlibm's e_log.c: log(1+f) = f - hfsq + s*(hfsq + R(s*s)), s = f/(2+f), error below 1 ulp
 LG1 = 6.666666666666735130e-01
@@ -80,35 +90,37 @@ def _expm1_reduced(r):
 
 
 @numba.njit(**_JIT)
-def _exp_parts(v, p, s, si, n):
-    """exp(v) = p * s with p = 1 + expm1(r) and s = 2**k, for |v| <= 708 (clamped)."""
+def _exp_parts(v, p, s, si, n, minus_one):
+    """exp(v) - minus_one = p * s (minus_one 0 or 1) with s = 2**k, for |v| <= 708 (clamped).
+
+    Returns how many lanes are out of that range (or NaN): the caller recomputes those with libm.
+    With ``minus_one`` p holds expm1(r) and the caller forms expm1(v) = (s - 1) + s * p.
+    """
+    bad = 0
     for i in range(n):
         a = v[i]
+        bad += 0 if abs(a) < EXP_MAX else 1
         a = a if a < EXP_MAX else EXP_MAX
-        a = a if a > -EXP_MAX else -EXP_MAX  # NaN ends here too; the caller fixes those lanes
+        a = a if a > -EXP_MAX else -EXP_MAX  # NaN ends here too
         kd = a * LOG2E + SHIFT
         k = kd - SHIFT
         r = (a - k * LN2_HI) - k * LN2_LO
-        p[i] = 1.0 + _expm1_reduced(r)
+        p[i] = (1.0 - minus_one) + _expm1_reduced(r)
         s[i] = kd
-    _power_of_two(si, n)
-
-
-@numba.njit(**_JIT)
-def _power_of_two(si, n):
-    """The bits of SHIFT + k (as left by ``kd``) into the bits of 2.0**k, for -1022 <= k <= 1023."""
+    # the bits of SHIFT + k, as ``kd`` left them, into the bits of 2.0**k
     for i in range(n):
         si[i] = (si[i] - SHIFT_BITS + 1023) << 52
+    return bad
 
 
 @numba.njit(**_JIT)
 def exp(x, o, n, w, wi):
     p, s = w[0], w[1]
-    _exp_parts(x, p, s, wi[1], n)
-    for i in range(n):
-        if not (abs(x[i]) < EXP_MAX):
-            p[i] = math.exp(x[i])
-            s[i] = 1.0
+    if _exp_parts(x, p, s, wi[1], n, 0.0):
+        for i in range(n):
+            if not (abs(x[i]) < EXP_MAX):
+                p[i] = math.exp(x[i])
+                s[i] = 1.0
     for i in range(n):
         o[i] = p[i] * s[i]
 
@@ -118,13 +130,14 @@ def cosh(x, o, n, w, wi):
     a, p, s = w[2], w[0], w[1]
     for i in range(n):
         a[i] = abs(x[i])
-    _exp_parts(a, p, s, wi[1], n)
+    bad = _exp_parts(a, p, s, wi[1], n, 0.0)
     for i in range(n):
         e = p[i] * s[i]
         a[i] = 0.5 * e + 0.5 / e
-    for i in range(n):
-        if not (abs(x[i]) < EXP_MAX):
-            a[i] = math.cosh(x[i])
+    if bad:
+        for i in range(n):
+            if not (abs(x[i]) < EXP_MAX):
+                a[i] = math.cosh(x[i])
     for i in range(n):
         o[i] = a[i]
 
@@ -135,14 +148,15 @@ def sigmoid(x, o, n, w, wi):
     a, p, s = w[2], w[0], w[1]
     for i in range(n):
         a[i] = -abs(x[i])
-    _exp_parts(a, p, s, wi[1], n)
+    bad = _exp_parts(a, p, s, wi[1], n, 0.0)
     for i in range(n):
         z = p[i] * s[i]
         a[i] = (1.0 if x[i] >= 0 else z) / (1.0 + z)
-    for i in range(n):
-        if not (abs(x[i]) < EXP_MAX):  # subnormal results, and NaN
-            z = math.exp(-abs(x[i]))
-            a[i] = 1.0 / (1.0 + z) if x[i] >= 0 else z / (1.0 + z)
+    if bad:  # subnormal results, and NaN
+        for i in range(n):
+            if not (abs(x[i]) < EXP_MAX):
+                z = math.exp(-abs(x[i]))
+                a[i] = 1.0 / (1.0 + z) if x[i] >= 0 else z / (1.0 + z)
     for i in range(n):
         o[i] = a[i]
 
@@ -150,38 +164,38 @@ def sigmoid(x, o, n, w, wi):
 @numba.njit(**_JIT)
 def tanh(x, o, n, w, wi):
     """sign(x) * -t/(t+2) with t = expm1(-2|x|), as fdlibm: accurate from tiny x to saturation."""
-    p, s = w[0], w[1]
+    a, p, s = w[2], w[0], w[1]
     for i in range(n):
-        a = -2.0 * abs(x[i])
-        a = a if a > -100.0 else -100.0  # tanh is +-1 to the last bit long before
-        kd = a * LOG2E + SHIFT
-        k = kd - SHIFT
-        r = (a - k * LN2_HI) - k * LN2_LO
-        p[i] = _expm1_reduced(r)
-        s[i] = kd
-    _power_of_two(wi[1], n)
+        v = -2.0 * abs(x[i])
+        a[i] = v if v > -100.0 else -100.0  # tanh is +-1 to the last bit long before; NaN too
+    _exp_parts(a, p, s, wi[1], n, 1.0)
+    bad = 0
     for i in range(n):
         c = s[i]
         t = (c - 1.0) + c * p[i]  # 2**k * (1 + p) - 1 with k <= 0: both terms <= 0
-        p[i] = math.copysign(-t / (t + 2.0), x[i])
+        a[i] = math.copysign(-t / (t + 2.0), x[i])
+        bad += 0 if x[i] == x[i] else 1
+    if bad:
+        for i in range(n):
+            if x[i] != x[i]:
+                a[i] = x[i]
     for i in range(n):
-        if x[i] != x[i]:
-            p[i] = x[i]
-    for i in range(n):
-        o[i] = p[i]
+        o[i] = a[i]
 
 
 @numba.njit(**_JIT)
 def _sincos_parts(x, sn, cs, n):
+    bad = 0
     for i in range(n):
         v = x[i]
-        v = v if abs(v) <= TRIG_MAX else 0.0  # NaN and inf too; fixed by the caller
+        bad += 0 if abs(v) <= TRIG_MAX else 1
+        v = v if abs(v) <= TRIG_MAX else 0.0  # NaN and inf too; fixed below
         kd = v * TWO_OVER_PI + SHIFT
         k = kd - SHIFT
         r = (((v - k * PIO2_1) - k * PIO2_2) - k * PIO2_3) - k * PIO2_4
         z = r * r
-        sk = r + r * z * (S3 + z * (S5 + z * (S7 + z * (S9 + z * (S11 + z * (S13 + z * (S15 + z * S17)))))))
-        ck = 1.0 + z * (C2 + z * (C4 + z * (C6 + z * (C8 + z * (C10 + z * (C12 + z * (C14 + z * C16)))))))
+        sk = r + r * z * (S1 + z * (S2 + z * (S3 + z * (S4 + z * (S5 + z * S6)))))
+        ck = 1.0 - (0.5 * z - z * z * (C1 + z * (C2 + z * (C3 + z * (C4 + z * (C5 + z * C6))))))
         q = k - 4.0 * math.floor(k * 0.25)  # the quadrant, 0..3
         odd = (q == 1.0) | (q == 3.0)
         a = ck if odd else sk
@@ -189,10 +203,11 @@ def _sincos_parts(x, sn, cs, n):
         a = -a if q >= 2.0 else a
         sn[i] = a if v != 0.0 else v  # sin(-0.0) is -0.0; the polynomial would give +0.0
         cs[i] = -b if (q == 1.0) | (q == 2.0) else b
-    for i in range(n):
-        if not (abs(x[i]) <= TRIG_MAX):
-            sn[i] = math.sin(x[i])
-            cs[i] = math.cos(x[i])
+    if bad:
+        for i in range(n):
+            if not (abs(x[i]) <= TRIG_MAX):
+                sn[i] = math.sin(x[i])
+                cs[i] = math.cos(x[i])
 
 
 @numba.njit(**_JIT)
@@ -225,8 +240,11 @@ def log(x, o, n, w, wi):
     """fdlibm's log for positive normal x; libm (and numpy's rules: -inf at 0, NaN below) elsewhere."""
     m, e = w[0], w[1]
     mi, ei = wi[0], wi[1]
+    bad = 0
     for i in range(n):
-        m[i] = x[i]
+        v = x[i]
+        m[i] = v
+        bad += 0 if (v >= MIN_NORMAL) & (v <= MAX_FINITE) else 1
     for i in range(n):
         b = mi[i]
         ei[i] = TWO52_BITS + (b >> 52)  # 2**52 + the biased exponent
@@ -246,9 +264,10 @@ def log(x, o, n, w, wi):
         t2 = z * (LG1 + z2 * (LG3 + z2 * (LG5 + z2 * LG7)))
         R = t2 + t1
         m[i] = k * LN2_HI - ((hfsq - (s * (hfsq + R) + k * LN2_LO)) - f)
-    for i in range(n):
-        v = x[i]
-        if not (v >= MIN_NORMAL and v <= MAX_FINITE):
-            m[i] = math.log(v) if v > 0 else (-np.inf if v == 0 else np.nan)
+    if bad:
+        for i in range(n):
+            v = x[i]
+            if not ((v >= MIN_NORMAL) & (v <= MAX_FINITE)):
+                m[i] = math.log(v) if v > 0 else (-np.inf if v == 0 else np.nan)
     for i in range(n):
         o[i] = m[i]
