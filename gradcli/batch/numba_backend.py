@@ -1,11 +1,15 @@
-"""The optional ``fast`` path: a Program run by one parallel numba kernel (``pip install gradcli[fast]``).
+"""The optional ``fast`` path: a Program run by a compiled numba interpreter on every core.
+
+``pip install gradcli[fast]``.
 
 No source is generated and nothing is ``exec``-ed: the kernel is a fixed interpreter, compiled once
 (and cached on disk by numba), that walks an instruction array. Each thread owns a register file of
-``BLOCK`` elements per register (L1/L2-sized); for every block of points it runs the instructions in
-order, each one a tight loop over the block. The opcode is dispatched once per instruction and block,
-not per element, so the loops are as fused as a hand-written kernel's as far as memory is concerned,
-and no Python runs between instructions. Constants live in registers filled once per thread.
+``block`` elements per register (:meth:`NumbaPlan.block`: the file fits in L2); for every block of
+points it runs the instructions in order, each one a tight loop over the block. The opcode is
+dispatched once per instruction and block, not per element, so the loops are as fused as a
+hand-written kernel's as far as memory is concerned, and no Python runs between instructions.
+Constants live in registers filled once per thread. The threads are Python's (the kernel releases
+the GIL), one block in every ``threads`` each.
 
 The results follow numpy's ufuncs (NaN propagation of ``minimum``/``maximum``, ``heaviside(x, 0)``,
 the stable ``sigmoid``/``softplus``). exp, log, sin, cos, tanh, cosh and sigmoid are :mod:`.vecmath`'s
@@ -23,13 +27,13 @@ from .compile import Program
 
 try:  # the optional extra
     import numba
-    from numba import prange
 
     from . import vecmath
 except Exception:  # pragma: no cover - depends on the environment
     numba = None
 
-BLOCK = 512
+BLOCK = 512  # the fewest points per block (the per-instruction dispatch is paid per block)
+REGISTER_FILE = 256 * 1024  # bytes: what fits in L2 beside the inputs and outputs
 
 # the opcode of each primitive: the kernel's dispatch order
 OPS = ("add", "sub", "mul", "div", "neg", "pow", "sin", "cos", "tan", "asin", "acos", "atan", "atan2",
@@ -208,30 +212,30 @@ if numba is not None:
                 for i in range(n):
                     o[i] = x[i]
 
-    @numba.njit(parallel=True, cache=True, boundscheck=False, error_model="numpy")
-    def _kernel(code, n_regs, const_base, consts, inputs, n_vars, out_src, out, block, threads, start, stop):
-        N = stop - start
-        n_blocks = (N + block - 1) // block
-        n_threads = min(threads, n_blocks)
-        n_const = consts.shape[0]
-        for t in prange(n_threads):
-            r = np.empty((n_regs, block), dtype=out.dtype)
-            w = np.empty((3, block), dtype=np.float64)  # vecmath's scratch
-            wi = w.view(np.int64)
-            for c in range(n_const):
-                r[const_base + c, :] = consts[c]
-            for k in range(t, n_blocks, n_threads):
-                s = start + k * block
-                n = min(block, stop - s)
-                for v in range(n_vars):
-                    src = inputs[v]
-                    if src.shape[0] == 1:  # a scalar, broadcast
-                        r[v, :n] = src[0]
-                    else:
-                        r[v, :n] = src[s:s + n]
-                _block(code, r, n, w, wi)
-                for m in range(out_src.shape[0]):
-                    out[m, s:s + n] = r[out_src[m], :n]
+    @numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
+    def _worker(code, n_regs, const_base, consts, inputs, n_vars, out_src, out, block, t, n_threads,
+                start, stop):
+        """Blocks t, t + n_threads, ... of points start:stop; the GIL is released, so the threads of
+        :func:`run_range` run these side by side (numba's own ``parallel=True`` would do the same
+        but costs several more seconds to compile)."""
+        n_blocks = (stop - start + block - 1) // block
+        r = np.empty((n_regs, block), dtype=out.dtype)
+        w = np.empty((3, block), dtype=np.float64)  # vecmath's scratch
+        wi = w.view(np.int64)
+        for c in range(consts.shape[0]):
+            r[const_base + c, :] = consts[c]
+        for k in range(t, n_blocks, n_threads):
+            s = start + k * block
+            n = min(block, stop - s)
+            for v in range(n_vars):
+                src = inputs[v]
+                if src.shape[0] == 1:  # a scalar, broadcast
+                    r[v, :n] = src[0]
+                else:
+                    r[v, :n] = src[s:s + n]
+            _block(code, r, n, w, wi)
+            for m in range(out_src.shape[0]):
+                out[m, s:s + n] = r[out_src[m], :n]
 
 
 class NumbaPlan:
@@ -288,6 +292,15 @@ class NumbaPlan:
         self.out_src = np.array([reg(o) for o in program.outputs], dtype=np.int64)
         self.n_vars = len(program.variables)
 
+    def block(self) -> int:
+        """Points per block: the largest power of two up to 2048 whose register file (and vecmath's
+        scratch) stays within REGISTER_FILE bytes, and at least BLOCK."""
+        per_point = (self.n_regs + 3) * 8
+        b = 2048
+        while b > BLOCK and b * per_point > REGISTER_FILE:
+            b //= 2
+        return b
+
 
 _COMPILED = threading.Event()
 
@@ -330,12 +343,25 @@ def stack(arrays: list, N: int, dtype):
     return x
 
 
-def run_range(plan: NumbaPlan, x: np.ndarray, out: np.ndarray, start: int, stop: int,
-              block: int | None = None) -> None:
+def run_range(plan: NumbaPlan, x, out: np.ndarray, start: int, stop: int, block: int | None = None) -> None:
     """Points ``start:stop`` into ``out[:, start:stop]``; ``x`` from :func:`stack`."""
     if numba is None:
         raise RuntimeError("numba is not installed (pip install 'gradcli[fast]')")
-    if stop > start:
-        _kernel(plan.code, plan.n_regs, plan.const_base, plan.consts, x, plan.n_vars, plan.out_src, out,
-                int(block or BLOCK), numba.get_num_threads(), start, stop)
-        _COMPILED.set()
+    if stop <= start:
+        return
+    from .cpu import _pool, n_threads
+
+    block = int(block or plan.block())
+    n_blocks = (stop - start + block - 1) // block
+    threads = min(n_threads(), n_blocks)
+
+    def work(t):
+        _worker(plan.code, plan.n_regs, plan.const_base, plan.consts, x, plan.n_vars, plan.out_src, out,
+                block, t, threads, start, stop)
+
+    if threads == 1:
+        work(0)
+    else:
+        for f in [_pool().submit(work, t) for t in range(threads)]:
+            f.result()
+    _COMPILED.set()
