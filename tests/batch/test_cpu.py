@@ -140,6 +140,24 @@ def test_numba_engine(expr, n):
 
 
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba is not installed")
+@pytest.mark.parametrize("expr", ["1/x + log(x) + sqrt(x) + x**y", "exp(x)*sin(y) + tanh(x)/cosh(y) + sigmoid(x*y)",
+                                  "log(x)/sin(y) + cos(x)**-1"])
+def test_numba_engine_special_points_as_numpy(expr):
+    # division by zero, poles, overflow, NaN and inf: numpy's values, never an exception
+    special = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 1e-310, 710.0, -746.0, 1e6, np.pi])
+    x, y = np.meshgrid(special, special)
+    program = compile_graph(parse(expr))
+    pts = {"x": x.ravel(), "y": y.ravel()}
+    with np.errstate(all="ignore"):
+        want = backend.execute(program, pts, engine="numpy")
+    got = backend.execute(program, pts, engine="numba")
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    fin = np.isfinite(want)
+    np.testing.assert_allclose(got[fin], want[fin], rtol=1e-13, atol=0)
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba is not installed")
 def test_auto_measures_once_and_is_correct(monkeypatch):
     monkeypatch.setattr(backend, "SAMPLE", 1000)
     monkeypatch.setattr(backend, "_numba_due", lambda: True)
