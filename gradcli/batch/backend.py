@@ -2,10 +2,10 @@
 
 On the CPU there are two engines. ``numpy`` (always there, :mod:`.cpu`) runs the program in
 cache-sized chunks on every core. ``numba`` (the optional ``fast`` extra, :mod:`.numba_backend`) runs
-it as one parallel kernel. ``auto`` uses numba only where it pays:
+it as one compiled interpreter on every core. ``auto`` uses numba only where it pays:
 
-* loading the kernel costs about a second (much more the first time on a machine, when numba
-  compiles it into its disk cache), so it is loaded only once this process has spent that long in
+* loading the kernel costs about a second (about 12 s the first time on a machine and dtype, when
+  numba compiles it into its disk cache), so it is loaded only once this process has spent that long in
   numpy batches (rent until renting has cost as much as buying: never worse than twice the best);
 * then, on the first large batch of each program and dtype, both engines run one slice of it
   (results kept) and the faster one, by a clear margin for numba, does the rest and later batches.
