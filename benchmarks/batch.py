@@ -6,8 +6,8 @@ For E1-E4 (float64, the same uniform points in [-1, 1]) it prints points per sec
 default path (``auto``), its numpy and numba engines, and each installed peer: sympy lambdify with
 cse, numexpr, JAX jit(vmap(value_and_grad)), PyTorch autograd, and a hand-fused numba kernel (a
 reference: one fused parallel loop per expression, derived by hand, calling libm). Ratio = peer time
-/ gradcli default time (above 1: gradcli is faster). Every peer's value and gradient are checked against gradcli's before it is timed.
-Timing: best of k after one warm-up call (which also pays JIT compilation). Peers are never project
+/ gradcli default time (above 1: gradcli is faster). Every peer's value and gradient are checked
+against gradcli's before it is timed. Timing: best of k after one warm-up call (which also pays JIT compilation). Peers are never project
 dependencies: install them in the environment that runs this (see benchmarks/RESULTS.md).
 """
 from __future__ import annotations
