@@ -45,7 +45,7 @@ def n_threads() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def _pool() -> ThreadPoolExecutor:
+def pool() -> ThreadPoolExecutor:
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
@@ -222,7 +222,7 @@ def run_range(program: Program, arrays: list, out: np.ndarray, start: int, stop:
     if workers == 1:
         work()
     else:
-        futures = [_pool().submit(work) for _ in range(workers)]
+        futures = [pool().submit(work) for _ in range(workers)]
         for fut in futures:
             fut.result()
 

@@ -349,7 +349,7 @@ def run_range(plan: NumbaPlan, x, out: np.ndarray, start: int, stop: int, block:
         raise RuntimeError("numba is not installed (pip install 'gradcli[fast]')")
     if stop <= start:
         return
-    from .cpu import _pool, n_threads
+    from .cpu import n_threads, pool
 
     block = int(block or plan.block())
     n_blocks = (stop - start + block - 1) // block
@@ -362,6 +362,6 @@ def run_range(plan: NumbaPlan, x, out: np.ndarray, start: int, stop: int, block:
     if threads == 1:
         work(0)
     else:
-        for f in [_pool().submit(work, t) for t in range(threads)]:
+        for f in [pool().submit(work, t) for t in range(threads)]:
             f.result()
     _COMPILED.set()
