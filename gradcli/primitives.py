@@ -239,12 +239,18 @@ _prim("sign", 1, lambda xp, x: xp.sign(x), lambda F, a, x: 0.0, sympy.sign,
       kink=lambda xp, x: x == 0, holomorphic=False, doc="-1, 0 or 1 (a jump at 0)")
 _prim("relu", 1, lambda xp, x: xp.maximum(x, 0), lambda F, a, x: F.step(x),
       lambda x: sympy.Max(x, 0), kink=lambda xp, x: x == 0, holomorphic=False, doc="max(x, 0)")
+def _tie(F, d):
+    """1 where d > 0, 0 where d < 0 and 1/2 at a tie, as PyTorch's maximum/minimum: min(x, x) is x,
+    and its two partials must add up to 1."""
+    return 0.5 * (1.0 + F.sign(d))
+
+
 _prim("min", 2, lambda xp, x, y: xp.minimum(x, y),
-      (lambda F, a, x, y: F.step(y - x), lambda F, a, x, y: F.step(x - y)),
+      (lambda F, a, x, y: _tie(F, y - x), lambda F, a, x, y: _tie(F, x - y)),
       sympy.Min, kink=lambda xp, x, y: x == y, holomorphic=False, sample=((-2.0, 2.0), (-2.0, 2.0)),
       doc="min(a, b, ...): two or more arguments")
 _prim("max", 2, lambda xp, x, y: xp.maximum(x, y),
-      (lambda F, a, x, y: F.step(x - y), lambda F, a, x, y: F.step(y - x)),
+      (lambda F, a, x, y: _tie(F, x - y), lambda F, a, x, y: _tie(F, y - x)),
       sympy.Max, kink=lambda xp, x, y: x == y, holomorphic=False, sample=((-2.0, 2.0), (-2.0, 2.0)),
       doc="max(a, b, ...): two or more arguments")
 _prim("hypot", 2, lambda xp, x, y: xp.hypot(x, y), (lambda F, a, x, y: x / a, lambda F, a, x, y: y / a),

@@ -200,3 +200,32 @@ def test_the_reference_is_reported_to_35_digits():
     doc = gradcli.grad("x*y, abs(x)", x=0.0, y=0.25).to_dict()
     assert doc["reference_digits"] == [{"x": "0.25000000000000000000000000000000000", "y": "0.0"},
                                        {"x": None, "y": "0.0"}]
+
+
+@pytest.mark.parametrize("expr,point,digits", [
+    # 1 - tanh(x)**2 cancels 260 digits at x = 300; sympy's default working precision stops at 100
+    ("tanh(x)", {"x": 300.0}, "1.06015862120172432653547177890783"),
+    ("tanh(x)", {"x": 150.0}, "2.05928008896480551246194476842685"),
+    ("log(expm1(x))", {"x": 1e-200}, "1.00000000000000001789973760091724"),
+])
+def test_the_reference_keeps_its_digits_through_cancellation(expr, point, digits):
+    r = gradcli.grad(expr, **point)
+    assert r.status == "agree", r.message
+    assert r.to_dict()["reference_digits"]["x"].startswith(digits)
+
+
+@pytest.mark.parametrize("expr,point", [("1/cos(pi*x)", {"x": 0.5}), ("tan(pi*x)", {"x": 0.5}),
+                                        ("x/sin(pi*y)", {"x": 1.0, "y": 1.0})])
+def test_a_pole_on_an_exact_constant_is_undefined(expr, point):
+    # cos(pi/2) is exactly 0; numerically it is a tiny number whose reciprocal is a confident garbage value
+    r = gradcli.grad(expr, **point)
+    assert r.status == "undefined" and r.exit_code == 3, r.message
+
+
+def test_a_difference_quotient_that_cannot_see_a_derivative_is_unavailable():
+    # at x = 40, f = exp(x) + y is 2e17: y's steps change f by less than its rounding, so central
+    # differences give d/dy = 0 with an error estimate that would "cover" the true 1
+    r = gradcli.grad("exp(x) + y", x=40.0, y=0.5)
+    d = r.to_dict()["methods"]
+    assert r.status == "agree"
+    assert d["central"]["status"] == "unavailable" and d["richardson"]["status"] == "unavailable"

@@ -30,10 +30,11 @@ def _n_points(inputs: dict, n: int | None) -> int:
     return n if n is not None else (len(next(iter(inputs.values()))) if inputs else 1)
 
 
-def outputs(graph: Graph, inputs: dict, xp, dtype, n: int | None = None) -> object:
-    """The outputs of ``graph`` at the chunk -> array (len(graph.outputs), points)."""
+def outputs(graph: Graph, inputs: dict, xp, dtype, n: int | None = None, jiggle=None) -> object:
+    """The outputs of ``graph`` at the chunk -> array (len(graph.outputs), points); ``jiggle`` as
+    :func:`gradcli.graph.evaluate`'s."""
     N = _n_points(inputs, n)
-    outs = evaluate(graph, inputs, xp=xp, dtype=dtype)
+    outs = evaluate(graph, inputs, xp=xp, dtype=dtype, jiggle=jiggle)
     out = xp.empty((len(outs), N), dtype=dtype)
     for j, o in enumerate(outs):
         out[j] = xp.broadcast_to(xp.asarray(o, dtype=dtype), (N,))
@@ -196,7 +197,8 @@ def straddles(graph: Graph, inputs: dict, k: int, reach, xp, dtype, N):
 
 
 def central(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
-    """Central differences with error estimates -> (J, estimate, scale (nvars, N) of the chosen step).
+    """Central differences with error estimates -> (J, estimate, scale (nvars, N) of the chosen step,
+    the gap between the two step scales (part of the estimate)).
 
     Two step scales per variable and point, s = max(|x|, 1) and s = |x| (for points close to 0, where
     a domain edge or a kink may be near), each with steps h, 2h, 4h (h = eps**(1/3) * s); the estimate
@@ -208,6 +210,7 @@ def central(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
     eps = eps_of(dtype)
     J = xp.zeros((m, nv, N), dtype=dtype)
     est = xp.zeros((m, nv, N), dtype=dtype)
+    gaps = xp.zeros((m, nv, N), dtype=dtype)
     scales = xp.ones((nv, N), dtype=dtype)
     offsets = xp.asarray([1.0, -1.0, 2.0, -2.0, 4.0, -4.0], dtype=dtype)
     # graph.evaluate's jiggle is in float64 ulps: scaled to one ulp of dtype, kept in dtype
@@ -219,7 +222,8 @@ def central(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
         cand = (xp.maximum(ax, 1), xp.where((ax > 0) & (ax < 1), ax, 1))
         Ds, Es = [], []
         for s in cand:
-            h = (x + dtype(eps ** (1 / 3)) * s) - x  # the step the arithmetic really takes
+            # the step the arithmetic really takes; at least two ulps of x, or x +- h would be x
+            h = (x + xp.maximum(dtype(eps ** (1 / 3)) * s, 2 * eps * ax)) - x
             F = _perturbed(graph, inputs, k, offsets[:, None] * h[None, :], xp, dtype, N)
             D1 = (F[:, 0] - F[:, 1]) / (2 * h)
             D2 = (F[:, 2] - F[:, 3]) / (4 * h)
@@ -233,19 +237,33 @@ def central(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
                 noise = xp.maximum(noise, 4 * xp.abs((Fj[:, 0] - Fj[:, 1]) / (2 * h) - D1))
             d1, d2 = xp.abs(D2 - D1), xp.abs(D4 - D2)
             # the error falls like h**2 only in the asymptotic range (D(4h)-D(2h) about 4 times D(2h)-D(h));
-            # anything else (a kink, a pole or a period inside the stencil) voids the estimate
-            asymptotic = (d1 <= 2 * noise) | ((d2 >= 2 * d1) & (d2 <= 8 * d1))
-            e = xp.where(asymptotic, d1 / 3, xp.maximum(xp.maximum(d1, d2), xp.abs(D1))) + noise
+            # anything else (a kink, a pole or a period inside the stencil: sin(x) at 1e8 with h = 600)
+            # voids the estimate, and the method has nothing to say at that point
+            same_way = (D4 - D2) * (D2 - D1) > 0  # D(h) = f' + c*h**2: both differences have c's sign
+            asymptotic = (d1 <= 2 * noise) | (same_way & (d2 >= 2 * d1) & (d2 <= 8 * d1))
+            e = xp.where(asymptotic, d1 / 3 + noise, xp.inf)
             Ds.append(D1)
             Es.append(xp.where(xp.isfinite(e) & xp.isfinite(D1), e, xp.inf))
-        # per point, the scale whose worst entry is better
-        use_b = Es[1].max(axis=0) < Es[0].max(axis=0)
+        # per point, the scale whose worst entry is better; where the two disagree beyond both estimates,
+        # the smaller step (s = 1 beside |x| = 1e8, or |x| beside 1 near 0): a larger one that spans a
+        # period or a kink can pass the h**2 test by chance, with an estimate as small as it is wrong
+        # (cand[1] <= cand[0]) and a larger step cannot be in the h**2 regime where a smaller one is not
+        # (a smaller one that is only noise passes): there the larger one's estimate is void too
+        Es[0] = xp.where(xp.isfinite(Es[1]) | (cand[1] == cand[0]), Es[0], xp.inf)
+        with np.errstate(invalid="ignore"):
+            conflict = (xp.abs(Ds[0] - Ds[1]) > 3 * (Es[0] + Es[1])).any(axis=0)
+        use_b = conflict | (Es[1].max(axis=0) < Es[0].max(axis=0))
         J[:, k] = xp.where(use_b, Ds[1], Ds[0])
         scales[k] = xp.where(use_b, cand[1], cand[0])
         reach = 4 * dtype(eps ** (1 / 3)) * scales[k]
+        # two step scales that disagree are each off by up to their gap, whatever their own estimates say
+        # (a step of 8e9 on sin(x) at 1.4e15 spans a near-whole number of periods and looks converged)
+        both = xp.isfinite(Es[0]) & xp.isfinite(Es[1])
+        gap = xp.where(both, xp.abs(Ds[0] - Ds[1]), 0.0)
+        gaps[:, k] = gap
         est[:, k] = xp.where(straddles(graph, inputs, k, reach, xp, dtype, N), xp.inf,
-                             xp.where(use_b, Es[1], Es[0]))
-    return J, est, scales
+                             xp.fmax(xp.where(use_b, Es[1], Es[0]), gap))
+    return J, est, scales, gaps
 
 
 def richardson(graph: Graph, inputs: dict, xp, dtype, central_result, n: int | None = None):
@@ -254,7 +272,7 @@ def richardson(graph: Graph, inputs: dict, xp, dtype, central_result, n: int | N
     N = _n_points(inputs, n)
     m, nv = len(graph.outputs), len(graph.variables)
     eps = eps_of(dtype)
-    Jc, Ec, scales = central_result
+    Jc, Ec, scales, scale_gap = central_result
     J = xp.full((m, nv, N), xp.nan, dtype=dtype)
     est = xp.full((m, nv, N), xp.inf, dtype=dtype)
     rows = BATCH_RIDDERS_ROWS
@@ -275,6 +293,7 @@ def richardson(graph: Graph, inputs: dict, xp, dtype, central_result, n: int | N
         vouch = xp.isfinite(Ec[:, k]) & (Ec[:, k] <= 1e-3 * xp.abs(Jc[:, k]))
         gap = xp.abs(best - Jc[:, k]) - xp.where(vouch, ESTIMATE_GAP * Ec[:, k], 0)
         err = xp.where(xp.isfinite(gap), xp.maximum(err, gap), err)
+        err = xp.maximum(err, scale_gap[:, k])  # the tableau starts from a scale the two did not agree on
         J[:, k] = best
         est[:, k] = xp.where(straddles(graph, inputs, k, h0, xp, dtype, N), xp.inf, err)
     return J, est

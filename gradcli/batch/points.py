@@ -13,6 +13,7 @@ import os
 import shutil
 import tempfile
 import warnings
+import zipfile
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,6 +47,9 @@ def parse_domains(values, variables, parse_constant) -> dict:
                 raise BadInput(f"--domain {name}: {getattr(exc, 'message', exc)}") from None
             if not (math.isfinite(low) and math.isfinite(high)) or low > high:
                 raise BadInput(f"--domain {name}: need finite LOW <= HIGH, got {low:g}:{high:g}")
+            if not math.isfinite(float(high) - float(low)):
+                raise BadInput(f"--domain {name}: HIGH - LOW overflows float64 ({low:g}:{high:g}); "
+                               "split the range or narrow it")
             out[name] = Domain(float(low), float(high))
     extra = [k for k in out if k not in variables]
     if extra:
@@ -130,7 +134,7 @@ def read_points(path: str, variables) -> dict:
         raise BadInput(f"--points {path}: no such file")
     try:
         if ext == ".csv":
-            arrays = _read_csv(path)
+            arrays = _read_csv(path, variables)
         elif ext == ".npz":
             with np.load(path, allow_pickle=False) as z:
                 if all(v in z.files for v in variables):
@@ -148,7 +152,7 @@ def read_points(path: str, variables) -> dict:
             arrays = _from_npy(a, variables, path)
     except BadInput:
         raise
-    except (OSError, ValueError, EOFError, KeyError) as exc:  # numpy's messages for corrupt files
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:  # corrupt files
         raise BadInput(f"--points {path}: cannot read it ({_one_line(exc)})") from None
     return check_arrays(variables, arrays, f"--points {path}")
 
@@ -169,8 +173,9 @@ def _from_npy(a: np.ndarray, variables, path) -> dict:
     return {v: a[:, k] for k, v in enumerate(variables)}
 
 
-def _read_csv(path: str) -> dict:
-    with open(path, newline="", encoding="utf-8") as fh:
+def _read_csv(path: str, variables) -> dict:
+    """The columns named like the variables (other columns are not read: labels, ids, notes)."""
+    with open(path, newline="", encoding="utf-8-sig") as fh:  # -sig: a spreadsheet's byte-order mark
         header = fh.readline()
         if not header.strip():
             raise BadInput(f"--points {path}: empty file (expected a header of variable names)")
@@ -180,17 +185,18 @@ def _read_csv(path: str) -> dict:
         if not any(n.isidentifier() for n in names):
             raise BadInput(f"--points {path}: the first line must be a header of variable names, "
                            f"got {header.strip()!r}")
+        used = [k for k, n in enumerate(names) if n in variables]
+        if not used:
+            raise BadInput(f"--points {path}: no column for {', '.join(variables)} (it has: {', '.join(names)})")
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # "input contained no data": reported below
-                data = np.loadtxt(fh, delimiter=",", dtype=np.float64, ndmin=2)
+                data = np.loadtxt(fh, delimiter=",", dtype=np.float64, ndmin=2, usecols=used)
         except ValueError as exc:
             raise BadInput(f"--points {path}: malformed data ({_one_line(exc)})") from None
     if data.size == 0:
         raise BadInput(f"--points {path}: no points")
-    if data.shape[1] != len(names):
-        raise BadInput(f"--points {path}: {data.shape[1]} columns of data under {len(names)} names")
-    return {n: data[:, k] for k, n in enumerate(names)}
+    return {names[k]: data[:, j] for j, k in enumerate(used)}
 
 
 # --- --out: written atomically -------------------------------------------------------------------------

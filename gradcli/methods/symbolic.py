@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import sympy
+from sympy.core.evalf import PrecisionExhausted
 
 from ..graph import Graph
 from ..primitives import PRIMITIVES, sympy_constant
@@ -99,9 +100,27 @@ def _tidy(d):
     return d.replace(sympy.DiracDelta, lambda *a: sympy.S.Zero)
 
 
+#: evalf's working-precision ceilings (digits), tried in turn until the result is certified to the
+#: digits asked for: 1 - tanh(300)**2 cancels 260 digits, beyond sympy's default of 100
+MAX_DIGITS = (100, 1000, 4000)
+
+
 def _evalf(expr, digits, subs):
     try:
-        return _number(expr.evalf(n=digits, subs=subs))
+        # a pole that sits on an exact constant (tan(pi*x) at x = 1/2) is a finite, confident-looking
+        # number to evalf, whose pi has finitely many digits; exact substitution sees it
+        exact = expr.xreplace(subs)
+        if exact.has(sympy.zoo, sympy.nan, sympy.oo, -sympy.oo):
+            return None
+        for maxn in MAX_DIGITS:
+            try:
+                return _number(expr.evalf(n=digits, subs=subs, maxn=maxn, strict=True))
+            except PrecisionExhausted:
+                continue
+        # no precision certifies it: an exact zero (sin(pi*x) at x = 1) or a value that hides one
+        if exact.is_zero:
+            return sympy.Float(0, DIGITS)
+        return _number(exact.evalf(n=digits, maxn=MAX_DIGITS[-1]))
     except ArithmeticError:  # mpmath divides by zero where the expression has a pole
         return None
 

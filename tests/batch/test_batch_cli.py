@@ -182,3 +182,20 @@ def test_a_bad_expression_in_batch_mode_keeps_the_caret():
 def test_no_progress_bar_without_a_terminal():
     r = grad("x", "--batch", "3000", "--domain", "x=0:1", "--chunk", "500")
     assert r.exit_code == 0 and r.stderr == ""
+
+
+def test_points_csv_ignores_other_columns_and_a_byte_order_mark(tmp_path):
+    p = tmp_path / "p.csv"
+    p.write_bytes("\ufeffx,label,y\n1,foo,2\n3,bar,4\n".encode("utf-8"))
+    r = grad("x*y", "--points", str(p), "--json")
+    assert r.exit_code == 0, r.stderr
+    assert strict_json(r.stdout)["points"] == 2
+
+
+def test_a_corrupt_npz_and_an_unsamplable_domain_are_exit_2(tmp_path):
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(b"PK\x03\x04 not a zip file")
+    r = grad("x*y", "--points", str(bad))
+    assert r.exit_code == 2 and r.stderr.startswith("error: ") and "cannot read" in r.stderr
+    r = grad("x", "--batch", "10", "--domain", "x=-1e308:1e308")
+    assert r.exit_code == 2 and "overflows" in r.stderr

@@ -361,3 +361,28 @@ def test_float32_stencils_that_straddle_a_kink_or_pole_are_not_disagreements(exp
     g = parse(expr)
     r = gradcli.grad_batch(expr, n=2000, domain={v: (-3, 3) for v in g.variables}, seed=1, dtype="float32")
     assert r.status in ("agree", "undefined"), {k: m["mismatched"] for k, m in r.to_dict()["methods"].items()}
+
+
+@pytest.mark.parametrize("expr,domain", [
+    ("tanh(x)", {"x": (-20, 20)}),  # sympy's 1 - tanh(x)**2 is 0 from |x| = 19 on; forward has 1e-16
+    ("sigmoid(x)", {"x": (-750, -700)}),  # its formula overflows to inf/inf
+    ("asin(x)", {"x": (0.999999, 0.9999999999)}),  # 1/sqrt(1 - x**2) keeps only ~9 digits there
+    ("hypot(x, y) + atan2(y, x)", {"x": (1e200, 1e300), "y": (1e200, 1e300)}),  # x**2 overflows
+])
+def test_the_formulas_own_rounding_does_not_fail_correct_methods(expr, domain):
+    with np.errstate(all="ignore"):
+        r = gradcli.grad_batch(expr, n=20_000, domain=domain, seed=3)
+    assert r.status == "agree", r.message
+    assert r.to_dict()["methods"]["forward"]["mismatched"] == 0
+
+
+@pytest.mark.parametrize("expr,domain", [("sin(x)", {"x": (1e8, 1e9)}), ("sin(x)", {"x": (1e15, 2e15)}),
+                                         ("cos(x)*x", {"x": (1e10, 1e11)})])
+def test_steps_spanning_periods_are_unavailable_not_confident(expr, domain):
+    # a relative step of 6e-6*|x| spans many periods and can look converged; it must never be a
+    # confident wrong number (a false "disagree")
+    with np.errstate(all="ignore"):
+        r = gradcli.grad_batch(expr, n=5_000, domain=domain, seed=1)
+    d = r.to_dict()["methods"]
+    assert r.status == "agree", r.message
+    assert d["central"]["mismatched"] == 0 and d["richardson"]["mismatched"] == 0

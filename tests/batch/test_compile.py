@@ -80,4 +80,7 @@ def test_random_expressions_compile_to_the_same_gradient(text, x, y, z):
     want = expected(g, point)
     assume(np.all(np.isfinite(want)))
     got = np.array([o.item() for o in run(compile_graph(g), {k: np.array(v) for k, v in point.items()})])
-    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-300)
+    # the compiled sweep rounds in another order: a derivative that cancels to 0 (d/dx of
+    # atan2(0.5, x/(3x))) is only known relative to its terms' size
+    scale = np.concatenate([np.abs(want[:len(g.outputs)]), np.ravel(magnitudes(g, point))])
+    assert np.all(np.abs(got - want) <= 1e-12 * np.abs(want) + 1e-14 * scale + 1e-300), (got, want)

@@ -296,3 +296,41 @@ def test_a_function_with_unseeded_randomness_is_inconclusive_not_failed():
     r = run(noisy, grad=lambda x: 2 * x, x=(50,))
     assert r.status == "inconclusive"
     assert "different values for the same inputs" in r.message
+
+
+def _relu_layer_near_a_kink():
+    rng = np.random.default_rng(3)
+    X, W, c = rng.standard_normal((8, 5)), rng.standard_normal((5, 6)), rng.standard_normal((8, 6))
+    W[0, 2] -= ((X @ W)[1, 2] - 5e-5) / X[1, 0]  # one pre-activation 5e-5 from the ReLU's kink
+    assert abs((X @ W)[1, 2] - 5e-5) < 1e-12
+    return X, W, c
+
+
+def test_a_kink_near_the_point_does_not_fail_a_right_gradient():
+    # the default steps (~1e-3) reach across the kink and bend the finite differences; the closer look
+    # with 4096 times smaller steps agrees with traced AD, so the right gradient passes and a wrong one fails
+    X, W, c = _relu_layer_near_a_kink()
+    loss = lambda W: np.sum(np.maximum(X @ W, 0) * c)  # noqa: E731
+    r = run(loss, grad=lambda W: X.T @ ((X @ W > 0) * c), W=W)
+    assert r.status == "pass", r.message
+    assert any("reach across a kink" in n for n in r.notes), r.notes
+
+    def wrong(W):
+        g = X.T @ ((X @ W > 0) * c)
+        g[0, 2] *= 1.01  # the element whose steps cross the kink
+        return g
+    bad = run(loss, grad=wrong, W=W)
+    assert bad.status == "fail" and [(m.input, m.index) for m in bad.mismatches] == [("W", (0, 2))], bad.message
+
+
+def test_a_kink_near_the_point_in_fast_mode():
+    X, W, c = _relu_layer_near_a_kink()
+    loss = lambda W: np.sum(np.maximum(X @ W, 0) * c)  # noqa: E731
+    r = run(loss, grad=lambda W: X.T @ ((X @ W > 0) * c), W=W, mode="fast")
+    assert r.status == "pass", r.message
+
+
+def test_min_and_max_of_equal_arguments_split_the_derivative():
+    # np.minimum(x, x) is x: traced AD must give 1, not the 0 of a one-sided rule at the tie
+    r = run(lambda x: np.sum(np.minimum(x, x) + np.maximum(2 * x, x + x)), x=(4,))
+    assert r.status == "pass", r.message
