@@ -186,6 +186,12 @@ def ill_conditioned(ref, scale, spread, diags, bad_deriv, label) -> None:
             f"{label(i, k)} cannot be computed in float64 here: one more ulp of rounding per "
             f"operation moves it by {spread[i, k]:.2g} against {abs(ref[i, k]):.3g} (ill-conditioned)")))
     bad_deriv |= ill
+    # a finite exact derivative beyond float64's range (sqrt(x)*1e150 at 1e-320): no method can give it
+    over = np.isinf(ref) & ~bad_deriv
+    for i, k in zip(*np.nonzero(over)):
+        diags.append(Diagnostic("undefined", "float64", (
+            f"{label(i, k)} is finite but beyond float64's range here (overflow: above 1.8e308 in size)")))
+    bad_deriv |= over
 
 
 

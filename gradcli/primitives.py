@@ -122,6 +122,44 @@ def _erfc(xp, x):
     return out.astype(x.dtype, copy=False) if hasattr(x, "dtype") and hasattr(out, "astype") else out
 
 
+class log1p(sympy.Function):  # noqa: N801 - printed as the language writes it
+    """log(1 + x) for sympy, evaluated by mpmath's log1p: sympy's own log(1 + x) rounds 1 + x at its
+    working precision and gives 0 for x = 1e-200, then an undefined reference downstream."""
+
+    @classmethod
+    def eval(cls, x):
+        if x.is_zero:
+            return sympy.S.Zero
+
+    def fdiff(self, argindex=1):
+        return 1 / (1 + self.args[0])
+
+    def _eval_evalf(self, prec):
+        return _mp_evalf(self.args[0], prec, lambda mp, a: mp.log1p(a))
+
+
+class softplus(sympy.Function):  # noqa: N801
+    """log(1 + exp(x)) for sympy, evaluated as mpmath's log1p(exp(x)) for the same reason."""
+
+    def fdiff(self, argindex=1):
+        return 1 / (1 + sympy.exp(-self.args[0]))
+
+    def _eval_evalf(self, prec):
+        return _mp_evalf(self.args[0], prec, lambda mp, a: mp.log1p(mp.exp(a)))
+
+
+def _mp_evalf(arg, prec, f):
+    import mpmath
+    from mpmath.libmp import prec_to_dps
+
+    a = arg.evalf(prec_to_dps(prec) + 10)
+    if not (a.is_Number and a.is_real):
+        return None
+    with mpmath.workprec(prec + 30):
+        v = f(mpmath.mp, a._to_mpmath(prec + 30))
+    return sympy.Float(v, precision=prec) if mpmath.isfinite(v) and not isinstance(v, mpmath.mpc) else None
+
+
 def _sigmoid(xp, x):
     if is_complex(xp, x):  # the branch by the sign of the real part keeps exp from overflowing
         return xp.where(x.real >= 0, 1 / (1 + xp.exp(-x)), xp.exp(x) / (1 + xp.exp(x)))
@@ -222,7 +260,7 @@ _prim("log2", 1, lambda xp, x: xp.log2(x), lambda F, a, x: 1 / (x * _LN2),
 _prim("log10", 1, lambda xp, x: xp.log10(x), lambda F, a, x: 1 / (x * _LN10),
       lambda x: sympy.log(x) / sympy.log(10), domain=lambda xp, x: x > 0, sample=((0.2, 4.0),),
       domain_text="x > 0")
-_prim("log1p", 1, lambda xp, x: xp.log1p(x), lambda F, a, x: 1 / (1 + x), lambda x: sympy.log(1 + x),
+_prim("log1p", 1, lambda xp, x: xp.log1p(x), lambda F, a, x: 1 / (1 + x), log1p,
       domain=lambda xp, x: x > -1, sample=((-0.8, 3.0),), domain_text="x > -1")
 _prim("sqrt", 1, lambda xp, x: xp.sqrt(x), lambda F, a, x: 0.5 / a, sympy.sqrt,
       domain=lambda xp, x: x >= 0, smooth=lambda xp, x: x > 0, sample=((0.1, 4.0),),
@@ -268,7 +306,7 @@ _prim("erfc", 1, _erfc, lambda F, a, x: -_TWO_OVER_SQRT_PI * F.exp(-(x * x)), sy
 # sigmoid(x) * sigmoid(-x), not a * (1 - a): the latter is 0 in float64 from x = 37 on
 _prim("sigmoid", 1, _sigmoid, lambda F, a, x: a * F.sigmoid(-x), lambda x: 1 / (1 + sympy.exp(-x)),
       sample=((-4.0, 4.0),), doc="1 / (1 + exp(-x))")
-_prim("softplus", 1, _softplus, lambda F, a, x: F.sigmoid(x), lambda x: sympy.log(1 + sympy.exp(x)),
+_prim("softplus", 1, _softplus, lambda F, a, x: F.sigmoid(x), softplus,
       sample=((-4.0, 4.0),), doc="log(1 + exp(x))")
 
 

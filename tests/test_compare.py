@@ -229,3 +229,21 @@ def test_a_difference_quotient_that_cannot_see_a_derivative_is_unavailable():
     d = r.to_dict()["methods"]
     assert r.status == "agree"
     assert d["central"]["status"] == "unavailable" and d["richardson"]["status"] == "unavailable"
+
+
+@pytest.mark.parametrize("expr,point,digits", [
+    # sympy's log(1 + u) rounds 1 + u away at its working precision; log1p and softplus are evaluated by mpmath's log1p
+    ("log(softplus(x))", {"x": -700.0}, "1.0000000000000000000000000000000"),
+    ("1/log1p(x)", {"x": 1e-100}, "-9.99999999999999960016200394794233"),
+    ("sqrt(softplus(x))", {"x": -300.0}, "3.58754798658220520991634645360449"),
+])
+def test_log1p_and_softplus_references_at_extreme_points(expr, point, digits):
+    r = gradcli.grad(expr, **point)
+    assert r.status == "agree", r.message
+    assert r.to_dict()["reference_digits"]["x"].startswith(digits)
+
+
+@pytest.mark.parametrize("expr,point", [("1e150*sqrt(x)", {"x": 1e-320}), ("1e300*log(x)", {"x": 1e-10})])
+def test_a_derivative_beyond_float64_is_undefined(expr, point):
+    r = gradcli.grad(expr, **point)
+    assert r.status == "undefined" and r.exit_code == 3 and "beyond float64" in r.message

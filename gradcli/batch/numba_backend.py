@@ -115,7 +115,12 @@ if numba is not None:
                     o[i] = -x[i]
             elif op == 5:
                 for i in range(n):
-                    o[i] = x[i] ** y[i]
+                    # numpy's power takes x**0.5 as sqrt(x): sqrt(-0.0) is -0.0 and sqrt(-inf) NaN,
+                    # where C's pow gives +0.0 and +inf
+                    if y[i] == 0.5:
+                        o[i] = math.sqrt(x[i]) if x[i] >= 0 else (x[i] if x[i] == 0 else np.nan)
+                    else:
+                        o[i] = x[i] ** y[i]
             elif op == 6:
                 vecmath.sin(x, o, n, w)
             elif op == 7:

@@ -13,6 +13,7 @@ import math
 import sympy
 
 from ..graph import Graph, GraphBuilder
+from ..primitives import log1p, softplus
 from .compile import GraphOps, Handle, prune
 
 #: sympy function class -> gradcli primitive, for one-argument functions.
@@ -20,7 +21,7 @@ _UNARY = {
     sympy.sin: "sin", sympy.cos: "cos", sympy.tan: "tan", sympy.asin: "asin", sympy.acos: "acos",
     sympy.atan: "atan", sympy.sinh: "sinh", sympy.cosh: "cosh", sympy.tanh: "tanh", sympy.asinh: "asinh",
     sympy.acosh: "acosh", sympy.atanh: "atanh", sympy.exp: "exp", sympy.log: "log", sympy.Abs: "abs",
-    sympy.sign: "sign", sympy.erf: "erf", sympy.erfc: "erfc",
+    sympy.sign: "sign", sympy.erf: "erf", sympy.erfc: "erfc", log1p: "log1p", softplus: "softplus",
 }
 
 
