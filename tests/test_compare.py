@@ -247,3 +247,17 @@ def test_log1p_and_softplus_references_at_extreme_points(expr, point, digits):
 def test_a_derivative_beyond_float64_is_undefined(expr, point):
     r = gradcli.grad(expr, **point)
     assert r.status == "undefined" and r.exit_code == 3 and "beyond float64" in r.message
+
+
+@pytest.mark.parametrize("expr,point", [
+    ("sin(x)", {"x": 1e15}), ("sin(x)", {"x": 1e300}), ("cos(x)", {"x": 1e16}),  # steps span periods
+    ("tan(x)", {"x": 1.5707963267948966}), ("1/(x-1)", {"x": 1.0000000000000002}),  # the pole within one ulp
+    ("relu(x)", {"x": 5e-324}), ("max(x, y)", {"x": 1.0, "y": 1.0000000000000002}),  # the kink within one ulp
+])
+def test_differences_that_cannot_resolve_the_point_are_unavailable_not_a_disagreement(expr, point):
+    # forward and reverse are exact here; a difference quotient whose smallest possible step already spans
+    # a period, a pole or a kink has nothing to say, and must not turn a right gradient into "disagree"
+    r = gradcli.grad(expr, **point)
+    assert r.status == "agree", r.message
+    for name in ("central", "richardson"):
+        assert r.to_dict()["methods"][name]["status"] in ("ok", "unavailable")

@@ -106,6 +106,10 @@ def _candidate_scales(x: np.ndarray) -> np.ndarray:
     return 10.0 ** (hi[:, None] - (hi - lo)[:, None] * k[None, :])  # (nvars, K), largest first
 
 
+#: variables x nodes up to which central differences check their stencils for kinks, jumps and poles
+STRADDLE_BUDGET = 20_000
+
+
 def _central_candidates(graph: Graph, x: np.ndarray, stencil=None, noise_scale=None):
     """Central differences at steps h, 2h, 4h for every candidate scale, with error estimates.
 
@@ -132,9 +136,11 @@ def _central_candidates(graph: Graph, x: np.ndarray, stencil=None, noise_scale=N
     D2 = (Fv[:, 2] - Fv[:, 3]) / (4 * h)
     D4 = (Fv[:, 4] - Fv[:, 5]) / (8 * h)
     # round-off: f's own rounding, plus the rounding of intermediate values as large as x (sin(100*x)
-    # at x = 1e4 carries eps*1e6 in its argument), which is about eps*|x*f'| and does not look like noise
-    # across nearby steps, so only this bound, not the differences, can reveal it
-    noise = 4 * eps * ((np.abs(Fv[:, 0]) + np.abs(Fv[:, 1])) / 2 + np.abs(x)[None, None, :] * np.abs(D1)) / h
+    # at x = 1e4 carries eps*1e6 in its argument), which does not look like noise across nearby steps.
+    # On a graph the rounding probes (one more ulp per operation) measure it; a stencil without them
+    # takes the bound eps*|x*f'| (which would also charge sin(x) at x = 1e15, whose steps are exact)
+    bound = 0.0 if stencil is None else np.abs(x)[None, None, :] * np.abs(D1)
+    noise = 4 * eps * ((np.abs(Fv[:, 0]) + np.abs(Fv[:, 1])) / 2 + bound) / h
     noise = np.fmax(noise, jiggle)
     if noise_scale is not None:  # outputs that cancel carry rounding relative to their terms, not to |f|
         noise = np.fmax(noise, 8 * eps * np.asarray(noise_scale, dtype=float)[None, :, None] / h)
@@ -142,8 +148,26 @@ def _central_candidates(graph: Graph, x: np.ndarray, stencil=None, noise_scale=N
     # in the asymptotic range the error falls like h**2, so D(4h)-D(2h) is about 4 times
     # D(2h)-D(h); anything else (a period or a pole within the stencil) voids the estimate
     asymptotic = (d1 <= 2 * noise) | ((d2 >= 2 * d1) & (d2 <= 8 * d1))
-    own = np.where(asymptotic, d1 / 3, np.maximum.reduce([d1, d2, np.abs(D1)])) + noise
+    own = np.where(asymptotic, d1 / 3 + noise, np.inf)
     own = np.where(np.isfinite(own) & np.isfinite(D1), own, np.inf)
+    # no step can be in the h**2 regime when a smaller one is clearly out of it (not merely noisy): at
+    # sin(x) at 1e16 or tan(x) next to pi/2 the smallest step float64 allows already spans a period or
+    # the pole, and a huge step that looks converged (it spans a near-whole number of periods) is not
+    # a stencil that reaches across a kink, jump or pole averages two sides (one graph evaluation per
+    # variable: skipped for large graphs, where it would cost more than everything else)
+    if graph is not None and len(graph.variables) * len(graph.nodes) <= STRADDLE_BUDGET:
+        from ..batch.methods import straddles  # the table's switching functions, as batch mode uses them
+
+        for k, name in enumerate(graph.variables):
+            pts = {v: np.full(K, x[j]) for j, v in enumerate(graph.variables)}
+            with np.errstate(all="ignore"):
+                hit = straddles(graph, pts, k, 4 * hs[:, k], np, np.float64, K)
+            own[hit, :, k] = np.inf
+    out = ~asymptotic & (d1 > 8 * noise) & np.isfinite(D1)
+    smaller_out = np.flip(np.logical_or.accumulate(np.flip(out, axis=0), axis=0), axis=0)
+    void = np.zeros_like(out)
+    void[:-1] = smaller_out[1:]
+    own = np.where(void, np.inf, own)
     # a step is only as good as its agreement with every smaller one, beyond their own error:
     # for abs(x) at x = 1e-160 all steps above 1e-160 agree on 0, and only the smaller ones know
     est = own.copy()
@@ -213,6 +237,7 @@ def richardson(graph: Graph, point: dict) -> NumericResult:
     # (where central differences have no estimate of their own, their whole gap counts)
     gap = np.abs(best - c.jacobian) - np.where(np.isfinite(c.error), ESTIMATE_GAP * c.error, 0.0)
     err = np.where(np.isfinite(gap), np.maximum(err, gap), err)
+    err = np.where(np.isfinite(c.error), err, np.inf)  # no step of central's to start from: nothing to say
     res = NumericResult(best, err, np.array(hs), detail={"h0": h0.tolist(), "ratio": RIDDERS_CON,
                                                          "rows": RIDDERS_ROWS, **trace})
     if not np.all(np.isfinite(best)):
