@@ -46,7 +46,9 @@ class CompiledExpression:
 
         ``device`` is ``"cpu"`` or ``"cuda"`` (CuPy arrays come back); ``dtype`` is float64 or
         float32 (default: float32 if every array is float32, else float64); ``chunk`` tunes the CPU
-        chunk length. Points outside the domain give NaN or inf, as numpy does.
+        chunk length. A value outside the domain is NaN or inf, as numpy gives it, with two
+        exceptions of the compiler's algebra: ``x*0`` is 0 and ``x + 0`` is x even where x is inf or
+        NaN. A gradient there is what the rule gives (``1/x`` for ``log(x)`` at -1): look at the value.
         Raises :class:`gradcli.BadInput` for missing or unknown variable names and bad arrays.
         """
         names = self.variables
