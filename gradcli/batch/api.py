@@ -72,13 +72,19 @@ def prepare_batch(expr: str, *, points=None, points_file: str | None = None, n=N
 
 
 def check_options(rtol, atol, timeout, chunk, dtype):
+    for name, v in (("--rtol", rtol), ("--atol", atol), ("--timeout", timeout)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating))):
+            raise BadInput(f"{name} must be a number, got {v!r}")
     if rtol is not None and not rtol >= 0 or atol is not None and not atol >= 0:
         raise BadInput("--rtol and --atol must be non-negative numbers")
     if not 0 <= timeout <= 1e6:
         raise BadInput("--timeout must be a number of seconds from 0 (no limit) to 1e6")
     if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk <= 0:
         raise BadInput(f"--chunk needs a positive number of points, got {chunk!r}")
-    name = np.dtype(dtype).name if not isinstance(dtype, str) else dtype
+    try:
+        name = np.dtype(dtype).name if not isinstance(dtype, str) else dtype
+    except TypeError:
+        raise BadInput(f"unknown dtype {dtype!r}; choose float64 or float32") from None
     if name not in DTYPES:
         raise BadInput(f"unknown dtype {name!r}; choose float64 or float32")
     return DTYPES[name]
@@ -99,6 +105,12 @@ def grad_batch(expr: str, points: dict | None = None, *, n: int | None = None, d
     .csv, atomically). Raises :class:`gradcli.BadInput` on bad input.
     """
     dt = check_options(rtol, atol, timeout, chunk, dtype)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise BadInput(f"seed must be a non-negative integer, got {seed!r}")
+    if isinstance(worst, bool) or not isinstance(worst, (int, np.integer)) or worst < 1:
+        raise BadInput(f"worst must be a positive number of points, got {worst!r}")
+    if isinstance(methods, str):  # "forward,central", as --method takes it
+        methods = [m.strip() for m in methods.split(",") if m.strip()]
     dev, _ = resolve_device(device)
     graph, source, info, warnings = prepare_batch(expr, points=points, n=n, domain=domain, seed=seed)
     return run_prepared(graph, source, info, warnings, expr=expr, methods=methods, rtol=rtol, atol=atol,

@@ -63,9 +63,14 @@ class CompiledExpression:
                            f" of {self.expression!r} (its variables: {', '.join(names) or 'none'})")
         if device not in ("cpu", "cuda"):
             raise BadInput(f"unknown device {device!r}; choose cpu or cuda")
+        if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk <= 0):
+            raise BadInput(f"chunk needs a positive number of points, got {chunk!r}")
         xp = np
         if device == "cuda":
-            import cupy as xp  # noqa: F811 - the CUDA backend needs it anyway
+            try:
+                import cupy as xp  # noqa: F811 - the CUDA backend needs it anyway
+            except ImportError:
+                raise BadInput("device 'cuda' needs CuPy and a CUDA GPU (pip install 'gradcli[gpu]')") from None
         try:
             values = {k: xp.asarray(arrays[k]) for k in names}
         except Exception as exc:
@@ -75,7 +80,10 @@ class CompiledExpression:
                 raise BadInput(f"the values of {k} must be real numbers, got an array of {a.dtype}")
         if dtype is None:
             dtype = np.float32 if values and all(a.dtype == np.float32 for a in values.values()) else np.float64
-        dtype = np.dtype(dtype)
+        try:
+            dtype = np.dtype(dtype)
+        except TypeError:
+            raise BadInput(f"dtype must be float32 or float64, got {dtype!r}") from None
         if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
             raise BadInput(f"dtype must be float32 or float64, got {dtype}")
         try:

@@ -386,3 +386,15 @@ def test_steps_spanning_periods_are_unavailable_not_confident(expr, domain):
     d = r.to_dict()["methods"]
     assert r.status == "agree", r.message
     assert d["central"]["mismatched"] == 0 and d["richardson"]["mismatched"] == 0
+
+
+@pytest.mark.parametrize("kw,message", [(dict(seed=-1), "seed"), (dict(seed=None), "seed"), (dict(rtol="1e-3"), "--rtol"),
+                                        (dict(worst=0), "worst"), (dict(dtype="bogus"), "dtype")])
+def test_grad_batch_bad_options_are_bad_input(kw, message):
+    with pytest.raises(gradcli.BadInput, match=message):
+        gradcli.grad_batch("x**2", n=10, domain={"x": (-1, 1)}, **kw)
+
+
+def test_grad_batch_takes_methods_as_the_cli_does():
+    r = gradcli.grad_batch("x**2", n=10, domain={"x": (-1, 1)}, methods="forward,central")
+    assert set(r.methods) == {"forward", "central"}

@@ -212,3 +212,9 @@ def test_compile_bad_input():
         f.value_and_grad(x=1.0, y=1.0, dtype=np.int64)
     with pytest.raises(gradcli.BadInput):
         gradcli.compile("2x")
+
+
+@pytest.mark.parametrize("kw", [dict(dtype="bogus"), dict(chunk=-5), dict(chunk=0)])
+def test_value_and_grad_bad_options_are_bad_input(kw):
+    with pytest.raises(gradcli.BadInput):
+        gradcli.compile("x**2").value_and_grad(x=np.ones(3), **kw)
