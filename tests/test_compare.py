@@ -261,3 +261,9 @@ def test_differences_that_cannot_resolve_the_point_are_unavailable_not_a_disagre
     assert r.status == "agree", r.message
     for name in ("central", "richardson"):
         assert r.to_dict()["methods"][name]["status"] in ("ok", "unavailable")
+
+
+def test_complex_step_where_its_step_cannot_be_small_is_unavailable():
+    # 1e-20*|x| underflows below 1e-300 and the floor is then larger than x itself
+    r = gradcli.grad("sqrt(x)", x=1e-305)
+    assert r.status == "agree" and r.to_dict()["methods"]["complex_step"]["status"] == "unavailable"

@@ -323,4 +323,6 @@ def complex_step(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
         D = xp.imag(F) / hs[None]
         J[:, k] = D[:, 0]
         est[:, k] = 4 * eps * xp.abs(D[:, 0]) + xp.abs(D[:, 0] - D[:, 1])
+        # where the relative step underflows, the floor is not small against x (sqrt(x) at 1e-305)
+        est[:, k] = xp.where((x == 0) | (dtype(rel) * ax >= dtype(tiny)), est[:, k], xp.inf)
     return J, est

@@ -319,6 +319,9 @@ def complex_step(graph: Graph, point: dict) -> NumericResult:
     J, *others = [np.imag(Fv[:, k]) / step for k, step in enumerate(steps)]
     eps = np.finfo(np.float64).eps
     spread = np.maximum.reduce([np.abs(J - Jk) for Jk in others])
+    # below |x| = 1e-280 the relative step would underflow and the floor of 1e-300 is no longer small
+    # against x (sqrt(x) at 1e-305): no step of this kind is valid there
+    J = np.where(((x == 0) | (COMPLEX_H * np.abs(x) >= 1e-300))[None, :], J, np.nan)
     res = NumericResult(J, 4 * eps * np.abs(J) + spread, h, detail={"step": h.tolist()})
     if not np.all(np.isfinite(J)):
         res.status = "unavailable"
