@@ -208,6 +208,16 @@ def out_columns(variables, n_outputs: int) -> tuple[list, list]:
     return fs, grads
 
 
+def _reserve(path: str) -> None:
+    """Allocate a memory-mapped file's blocks now: a full disk is then an error here, where writing
+    into a sparse map later would kill the process with SIGBUS."""
+    if hasattr(os, "posix_fallocate"):
+        with open(path, "r+b") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size:
+                os.posix_fallocate(fh.fileno(), 0, size)
+
+
 class OutWriter:
     """Collects points, values and the Jacobian chunk by chunk and publishes the file at ``close()``.
 
@@ -236,8 +246,11 @@ class OutWriter:
             else:
                 # columns too large for memory stay on disk (memory maps) until they are zipped
                 self._dir = tempfile.mkdtemp(prefix=f".{base}.", suffix=".tmp", dir=directory)
-                mm = lambda name, shape: np.lib.format.open_memmap(
-                    os.path.join(self._dir, name + ".npy"), mode="w+", dtype=np.float64, shape=shape)
+                def mm(name, shape):
+                    where = os.path.join(self._dir, name + ".npy")
+                    arr = np.lib.format.open_memmap(where, mode="w+", dtype=np.float64, shape=shape)
+                    _reserve(where)
+                    return arr
                 self._points = mm("points", (n_points, len(self.variables)))
                 self._values = mm("value", (n_points, n_outputs))
                 self._jac = mm("jacobian", (n_points, n_outputs, len(self.variables)))
@@ -247,6 +260,13 @@ class OutWriter:
 
     def write(self, points: dict, values: np.ndarray, jac: np.ndarray) -> None:
         """``values`` (m, k) and ``jac`` (m, n, k) for the next k points."""
+        try:
+            self._write(points, values, jac)
+        except OSError as exc:  # the disk filled up: the target is untouched, the temporary files go
+            self.abort()
+            raise BadInput(f"--out {self.path}: cannot write it ({_one_line(exc)})") from None
+
+    def _write(self, points: dict, values: np.ndarray, jac: np.ndarray) -> None:
         k = values.shape[1]
         s = slice(self._done, self._done + k)
         P = np.stack([np.asarray(points[v], dtype=np.float64) for v in self.variables], axis=1) \
