@@ -141,6 +141,8 @@ def matmul_rule(a, b, **kwargs):
 
     def lift(g):
         g = np.asarray(g)
+        if len(sa) == 1 and len(sb) == 1:  # a dot product: the cotangent is a scalar
+            return np.reshape(g, (1, 1))
         if len(sa) == 1:
             g = np.expand_dims(g, -2)
         if len(sb) == 1:

@@ -88,6 +88,7 @@ STRUCTURAL = {
     "matmul_matvec": (lambda x: x @ ROW, X), "matmul_batch": (lambda x: x @ X.T, X3),
     "matmul_bcast": (lambda x: np.matmul(x.reshape(2, 1, 3, 4), X3.transpose(0, 2, 1)[:, None]), X3),
     "matmul_both": (lambda x: x @ x.T, X), "dot11": (lambda x: np.dot(x[0], x[1]), X),
+    "matmul11": (lambda x: x[0] @ x[1], X), "matmul11_const": (lambda x: x[0] @ ROW, X),
     "dot22": (lambda x: np.dot(x, X.T), X), "dot32": (lambda x: np.dot(x, X.T), X3),
     "dot21": (lambda x: x.dot(ROW), X), "dot0": (lambda x: np.dot(x, 2.0), X),
     "outer": (lambda x: np.outer(x[0], x[1:]), X), "inner": (lambda x: np.inner(x, X), X),
