@@ -283,6 +283,17 @@ def run_batch(graph: Graph, source, *, expression: str = "", methods=None, rtol=
                 ref = xp.where(xp.isfinite(consensus), consensus, results["richardson"][0])
             size = xp.maximum(xp.abs(ref), 1e-6 * scale)
             ill = xp.isfinite(ref) & (xp.nan_to_num(spread) > ILL_CONDITIONED * size)
+            ill_points = (ill & ~bad_deriv).reshape(m * nv, n).any(axis=0) if m * nv else xp.zeros(n, dtype=bool)
+            count = int(ill_points.sum())
+            if count:
+                key = ("undefined", np.dtype(dtype).name, f"the derivative cannot be computed in {np.dtype(dtype).name} "
+                       "(one more ulp of rounding per operation moves it by more than 1e-3 of itself: "
+                       "ill-conditioned)")
+                c, example = reasons.get(key, (0, None))
+                if example is None:
+                    first = int(_host(xp.argmax(ill_points)))
+                    example = {v: float(dtype(host_pts[v][first])) for v in graph.variables}
+                reasons[key] = (c + count, example)
             undefined = bad_deriv | ~xp.isfinite(ref) | ill
             if m * nv:
                 undefined_points += int(undefined.reshape(m * nv, n).any(axis=0).sum())
