@@ -226,7 +226,10 @@ def _verdict(check, got, ref, err, kink, cols, identity=None, cotangent_rows=Fal
     ok = live & ~kink
     name = _under_test_name(check)
     r.max_abs_error = float(diff[ok].max()) if ok.any() else None
-    r.max_rel_error = float(rel[ok][np.isfinite(rel[ok])].max()) if np.isfinite(rel[ok]).any() else None
+    # where 0 is expected the relative error is infinite: it counts for the failing entries (got 1 for
+    # 0), not for the passing ones (a 1e-20 within the tolerance)
+    shown = rel[ok & (np.isfinite(rel) | bad)]
+    r.max_rel_error = float(shown.max()) if shown.size else None
     under, refdesc = _describe_under_test(check), _reference_text(check)
     if bad.any():
         order = np.argsort(-np.where(bad, diff / np.where(tol > 0, tol, 1.0), -1.0), axis=None)

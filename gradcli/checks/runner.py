@@ -384,7 +384,7 @@ def summarize(name, status, abs_err=None, rel_err=None, message="") -> MethodSum
         if a is None:
             return None
         a = np.asarray(a, dtype=np.float64)
-        a = a[np.isfinite(a)]
+        a = a[~np.isnan(a)]  # an inf (got 1 where 0 was expected) is the largest error, not dropped
         return float(a.max()) if a.size else None
     return MethodSummary(name, status, mx(abs_err), mx(rel_err), message)
 

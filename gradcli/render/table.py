@@ -34,6 +34,8 @@ def fmt_exact(v) -> str:
 
 
 def fmt_error(e) -> str:
+    if e is not None and e == math.inf:
+        return "inf"  # a nonzero value where 0 was expected
     if e is None or not math.isfinite(e):
         return ""
     return "0" if e == 0 else f"{e:.1e}"

@@ -334,3 +334,11 @@ def test_min_and_max_of_equal_arguments_split_the_derivative():
     # np.minimum(x, x) is x: traced AD must give 1, not the 0 of a one-sided rule at the tie
     r = run(lambda x: np.sum(np.minimum(x, x) + np.maximum(2 * x, x + x)), x=(4,))
     assert r.status == "pass", r.message
+
+
+def test_a_wrong_value_where_zero_is_expected_shows_an_infinite_relative_error():
+    # the ReLU gradient is exactly 0 for the negative inputs; a gradient that passes 1 there is wrong
+    # by an infinite relative error, which the summary must not hide behind the other entries' 0
+    x = np.array([-1.0, -2.0, 0.5, 1.5])
+    r = run(lambda x: np.sum(np.maximum(x, 0)), grad=lambda x: np.ones_like(x), x=x)
+    assert r.status == "fail" and r.max_rel_error == np.inf, (r.status, r.max_rel_error)
