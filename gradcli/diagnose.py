@@ -156,3 +156,28 @@ def _seed(value, k, live):
     t = np.zeros(len(live))
     t[live.index(k)] = 1.0
     return Dual(np.float64(value), t)
+
+
+def straddles(graph: Graph, inputs: dict, k: int, reach, xp, dtype, N):
+    """Per point: does moving variable k by up to +-``reach`` cross a pole, jump or kink of the table
+    (a switching function changes sign between the point and either end)? There a difference quotient
+    measures an average of two sides, not the derivative: near min(x, 2) in float32 it returns 0.5."""
+    switched = [i for i, node in enumerate(graph.nodes) if node.op in PRIMITIVES and PRIMITIVES[node.op].switch]
+    hit = xp.zeros(N, dtype=bool)
+    if not switched:
+        return hit
+    name = graph.variables[k]
+    moved = dict(inputs)
+    x = inputs[name]
+    # the point, then both ends at reach, reach/2, reach/4: a switch that flips twice within the
+    # reach (tan of a fast-growing argument) still shows at some level
+    levels = [x] + [x + sign * reach / 2 ** j for j in range(3) for sign in (-1, 1)]
+    moved[name] = xp.stack(levels)  # (7, N)
+    vals = node_values(graph, moved, xp=xp)
+    for i in switched:
+        node = graph.nodes[i]
+        args = [xp.broadcast_to(xp.asarray(vals[a], dtype=dtype), (len(levels), N)) for a in node.args]
+        sw = xp.sign(PRIMITIVES[node.op].switch(xp, *args))
+        live = xp.isfinite(sw[0])
+        hit |= live & (xp.isfinite(sw[1:]) & (sw[1:] != sw[0])).any(axis=0)
+    return hit

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..diagnose import output_masks, variable_masks
+from ..diagnose import output_masks, straddles, variable_masks
 from ..graph import Graph, evaluate, node_values
 from ..methods.forward import Dual, DualOps, sweep
 from ..methods import numeric
@@ -169,31 +169,6 @@ def _perturbed(graph, inputs, k, deltas, xp, dtype, N, jiggle=None):
     outs = evaluate(graph, moved, xp=xp, dtype=dtype, jiggle=jiggle)
     P = deltas.shape[0]
     return xp.stack([xp.broadcast_to(xp.asarray(o), (P, N)) for o in outs])
-
-
-def straddles(graph: Graph, inputs: dict, k: int, reach, xp, dtype, N):
-    """Per point: does moving variable k by up to +-``reach`` cross a pole, jump or kink of the table
-    (a switching function changes sign between the point and either end)? There a difference quotient
-    measures an average of two sides, not the derivative: near min(x, 2) in float32 it returns 0.5."""
-    switched = [i for i, node in enumerate(graph.nodes) if node.op in PRIMITIVES and PRIMITIVES[node.op].switch]
-    hit = xp.zeros(N, dtype=bool)
-    if not switched:
-        return hit
-    name = graph.variables[k]
-    moved = dict(inputs)
-    x = inputs[name]
-    # the point, then both ends at reach, reach/2, reach/4: a switch that flips twice within the
-    # reach (tan of a fast-growing argument) still shows at some level
-    levels = [x] + [x + sign * reach / 2 ** j for j in range(3) for sign in (-1, 1)]
-    moved[name] = xp.stack(levels)  # (7, N)
-    vals = node_values(graph, moved, xp=xp)
-    for i in switched:
-        node = graph.nodes[i]
-        args = [xp.broadcast_to(xp.asarray(vals[a], dtype=dtype), (len(levels), N)) for a in node.args]
-        sw = xp.sign(PRIMITIVES[node.op].switch(xp, *args))
-        live = xp.isfinite(sw[0])
-        hit |= live & (xp.isfinite(sw[1:]) & (sw[1:] != sw[0])).any(axis=0)
-    return hit
 
 
 def central(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):

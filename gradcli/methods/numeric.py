@@ -13,6 +13,7 @@ import functools
 
 import numpy as np
 
+from ..diagnose import straddles
 from ..graph import Graph, evaluate
 from ..primitives import PRIMITIVES
 
@@ -156,8 +157,6 @@ def _central_candidates(graph: Graph, x: np.ndarray, stencil=None, noise_scale=N
     # a stencil that reaches across a kink, jump or pole averages two sides (one graph evaluation per
     # variable: skipped for large graphs, where it would cost more than everything else)
     if graph is not None and len(graph.variables) * len(graph.nodes) <= STRADDLE_BUDGET:
-        from ..batch.methods import straddles  # the table's switching functions, as batch mode uses them
-
         for k, name in enumerate(graph.variables):
             pts = {v: np.full(K, x[j]) for j, v in enumerate(graph.variables)}
             with np.errstate(all="ignore"):
