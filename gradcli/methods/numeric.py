@@ -151,17 +151,17 @@ def _central_candidates(graph: Graph, x: np.ndarray, stencil=None, noise_scale=N
     asymptotic = (d1 <= 2 * noise) | ((d2 >= 2 * d1) & (d2 <= 8 * d1))
     own = np.where(asymptotic, d1 / 3 + noise, np.inf)
     own = np.where(np.isfinite(own) & np.isfinite(D1), own, np.inf)
-    # no step can be in the h**2 regime when a smaller one is clearly out of it (not merely noisy): at
-    # sin(x) at 1e16 or tan(x) next to pi/2 the smallest step float64 allows already spans a period or
-    # the pole, and a huge step that looks converged (it spans a near-whole number of periods) is not
     # a stencil that reaches across a kink, jump or pole averages two sides (one graph evaluation per
     # variable: skipped for large graphs, where it would cost more than everything else)
     if graph is not None and len(graph.variables) * len(graph.nodes) <= STRADDLE_BUDGET:
-        for k, name in enumerate(graph.variables):
-            pts = {v: np.full(K, x[j]) for j, v in enumerate(graph.variables)}
+        pts = {v: np.full(K, x[j]) for j, v in enumerate(graph.variables)}
+        for k in range(n):
             with np.errstate(all="ignore"):
                 hit = straddles(graph, pts, k, 4 * hs[:, k], np, np.float64, K)
             own[hit, :, k] = np.inf
+    # no step can be in the h**2 regime when a smaller one is clearly out of it (not merely noisy): at
+    # sin(x) at 1e16 or tan(x) next to pi/2 the smallest step float64 allows already spans a period or
+    # the pole, and a huge step that looks converged (it spans a near-whole number of periods) is not
     out = ~asymptotic & (d1 > 8 * noise) & np.isfinite(D1)
     smaller_out = np.flip(np.logical_or.accumulate(np.flip(out, axis=0), axis=0), axis=0)
     void = np.zeros_like(out)
