@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..diagnose import output_masks, straddles, variable_masks
-from ..graph import Graph, evaluate, node_values
+from ..graph import Graph, evaluate
 from ..methods.forward import Dual, DualOps, sweep
 from ..methods import numeric
 from ..methods.numeric import ESTIMATE_GAP, RIDDERS_CON, RIDDERS_H0
