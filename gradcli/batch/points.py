@@ -185,7 +185,7 @@ def _read_csv(path: str, variables) -> dict:
         if not any(n.isidentifier() for n in names):
             raise BadInput(f"--points {path}: the first line must be a header of variable names, "
                            f"got {header.strip()!r}")
-        used = [k for k, n in enumerate(names) if n in variables]
+        used = [k for k, n in enumerate(names) if n in variables] if variables else list(range(len(names)))
         if not used:
             raise BadInput(f"--points {path}: no column for {', '.join(variables)} (it has: {', '.join(names)})")
         try:

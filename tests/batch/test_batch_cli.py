@@ -199,3 +199,10 @@ def test_a_corrupt_npz_and_an_unsamplable_domain_are_exit_2(tmp_path):
     assert r.exit_code == 2 and r.stderr.startswith("error: ") and "cannot read" in r.stderr
     r = grad("x", "--batch", "10", "--domain", "x=-1e308:1e308")
     assert r.exit_code == 2 and "overflows" in r.stderr
+
+
+def test_a_constant_expression_with_a_points_file_says_it_has_no_variables(tmp_path):
+    p = tmp_path / "p.csv"
+    p.write_text("x,y\n1,2\n")
+    r = grad("2", "--points", str(p))
+    assert r.exit_code == 2 and "no variables" in r.stderr
