@@ -116,9 +116,9 @@ if numba is not None:
             elif op == 5:
                 for i in range(n):
                     # numpy's power takes x**0.5 as sqrt(x): sqrt(-0.0) is -0.0 and sqrt(-inf) NaN,
-                    # where C's pow gives +0.0 and +inf
+                    # where C's pow gives +0.0 and +inf (-0.0 >= 0 holds, so it reaches math.sqrt)
                     if y[i] == 0.5:
-                        o[i] = math.sqrt(x[i]) if x[i] >= 0 else (x[i] if x[i] == 0 else np.nan)
+                        o[i] = math.sqrt(x[i]) if x[i] >= 0 else np.nan
                     else:
                         o[i] = x[i] ** y[i]
             elif op == 6:
