@@ -87,7 +87,7 @@ class GradcliFile(pytest.File):
     """A model file: one item per check it registers."""
 
     def collect(self):
-        from .checks.collect import collect
+        from .checks.session import collect
 
         specs, errors = collect([str(self.path)])
         if errors:
@@ -111,7 +111,7 @@ class GradcliItem(pytest.Item):
         self.spec, self.defaults = spec, defaults
 
     def runtest(self):
-        from .cli.check import run_one
+        from .checks.session import run_one
 
         result = run_one(self.spec, self.defaults)
         if result.status == "skipped":
@@ -135,11 +135,11 @@ def _describe(results) -> str:
 
 
 def _defaults(path: str) -> dict:
-    from .cli.check import _load_defaults
+    from .checks.session import load_defaults
     from .errors import BadInput
 
     try:
-        return _load_defaults(path)
+        return load_defaults(path)
     except BadInput as exc:
         raise pytest.UsageError(f"gradcli: {exc.message}") from None
 
@@ -149,8 +149,7 @@ def pytest_runtest_call(item):
     marker = item.get_closest_marker("gradcli")
     if marker is None:
         return
-    from .checks.collect import collect
-    from .cli.check import run_all
+    from .checks.session import collect, run_checks
 
     if not marker.args:
         pytest.fail("@pytest.mark.gradcli needs at least one model file or folder", pytrace=False)
@@ -165,7 +164,7 @@ def pytest_runtest_call(item):
         pytest.fail("gradcli: " + "; ".join(f"{e['file']}: {e['message']}" for e in errors), pytrace=False)
     if not specs:
         pytest.fail(f"gradcli: no check matches -k {pattern!r}" if pattern else "gradcli: no checks", pytrace=False)
-    results = run_all(specs, _defaults(paths[0]))
+    results = run_checks(specs, _defaults(paths[0])).checks
     bad = [r for r in results if r.status not in ("pass", "skipped")]
     if bad:
         pytest.fail(_describe(bad), pytrace=False)

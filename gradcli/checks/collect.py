@@ -16,6 +16,7 @@ import sys
 import traceback
 
 from ..errors import BadInput
+from .interrupt import is_user_interrupt, raised_by_user_code
 from .spec import REGISTRY
 
 #: Folders never searched (besides hidden ones and virtual environments, found by their pyvenv.cfg).
@@ -94,7 +95,11 @@ def import_file(path: str) -> tuple[list, dict | None]:
         module.__gradcli_model__ = True
         sys.modules[name] = module  # dataclasses, pickle and inspect look the module up by name
         spec.loader.exec_module(module)
-    except (Exception, SystemExit) as exc:  # noqa: BLE001 - any failure in user code is reported, not raised
+    except BaseException as exc:  # noqa: BLE001 - any failure in user code is reported, not raised
+        if is_user_interrupt(exc):
+            sys.modules.pop(name, None)
+            del REGISTRY[before:]
+            raise
         sys.modules.pop(name, None)
         del REGISTRY[before:]  # half a file's checks would be a misleading report
         return [], import_error(path, exc)
@@ -126,6 +131,8 @@ def import_error(path: str, exc: BaseException) -> dict:
     elif isinstance(exc, SystemExit):
         text = f"cannot import: the file called sys.exit({exc.code!r}); keep script code under " \
                'if __name__ == "__main__":'
+    elif not isinstance(exc, Exception):
+        text = f"cannot import: the file raised {raised_by_user_code(exc)}"
     else:
         text = f"cannot import: {kind}: {message}" if message else f"cannot import: {kind}"
     if line is not None:
@@ -134,7 +141,11 @@ def import_error(path: str, exc: BaseException) -> dict:
 
 
 def _one_line(exc: BaseException) -> str:
-    lines = [s.strip() for s in str(exc).splitlines() if s.strip()]
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001 - an exception whose __str__ raises
+        text = ""
+    lines = [s.strip() for s in text.splitlines() if s.strip()]
     return lines[0] if lines else ""
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..report import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, EXIT_UNDEFINED, finite_or_none
+from .interrupt import EXIT_INTERRUPTED
 
 #: Check statuses, and whether each one fails the run (exit 1).
 STATUSES = ("pass", "fail", "error", "inconclusive", "nondifferentiable", "undefined", "skipped")
@@ -123,6 +124,8 @@ class CheckResult:
 class CheckReport:
     checks: list = field(default_factory=list)  # CheckResult, in collection order
     errors: list = field(default_factory=list)  # files that could not be imported / registered nothing
+    interrupted: bool = False  # the user's Ctrl-C stopped the run: ``checks`` are those that finished
+    planned: int | None = None  # how many checks the run was to have (None: all of ``checks``)
 
     def summary(self) -> dict:
         count = lambda *s: sum(1 for c in self.checks if c.status in s)
@@ -132,6 +135,8 @@ class CheckReport:
 
     @property
     def exit_code(self) -> int:
+        if self.interrupted:
+            return EXIT_INTERRUPTED
         if self.errors:
             return EXIT_BAD_INPUT
         if any(c.failed for c in self.checks):
@@ -144,4 +149,6 @@ class CheckReport:
         d = {"checks": [c.to_dict() for c in self.checks], "summary": self.summary()}
         if self.errors:
             d["errors"] = list(self.errors)
+        if self.interrupted:
+            d["interrupted"] = True
         return d

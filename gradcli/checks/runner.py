@@ -32,6 +32,7 @@ import numpy as np
 
 from ..errors import BadInput
 from . import numeric as num
+from .interrupt import is_user_interrupt, raised_by_user_code
 from .registry import materialize, validate_options
 from .result import CheckResult, MethodSummary, Mismatch
 from .spec import OPTIONS
@@ -64,6 +65,15 @@ def run_check(spec, defaults: dict | None = None) -> CheckResult:
         pass
     except BadInput as exc:
         result.status, result.message = "error", f"bad check: {exc.message}"
+    except Exception:
+        raise  # gradcli's own bug: the session reports it as an internal error
+    except BaseException as exc:  # noqa: BLE001 - sys.exit() and the like in user code end the check, not the run
+        if is_user_interrupt(exc):
+            raise
+        result.status = "error"
+        result.message = (f"the code under test raised {raised_by_user_code(exc)}, which would end the run; "
+                          "a check's code must return or raise an Exception")
+        result.traceback = user_traceback(exc)
     result.seconds = time.perf_counter() - t0
     return result
 

@@ -5,12 +5,18 @@ import contextlib
 import os
 import sys
 import time
-import traceback
 
 import click
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from ..checks import session
+from ..checks.collect import find_files
+from ..checks.interrupt import watching_sigint
+from ..checks.result import CheckReport
 from ..errors import BadInput
+from ..render.check import render_check_report
 from ..render.json import dumps
+from ..render.junit import junit_target, junit_xml, write_atomic
 from .common import JsonCommand, console, fail
 
 #: Checks are run with a progress bar (stderr, terminals only, never with --json) once a run has
@@ -54,112 +60,90 @@ def check(paths, pattern, as_json, junit, mode, seed, rtol, atol, taylor):
     """
     started = time.perf_counter()
     try:
-        cli_defaults = _check_options(paths, junit, seed, rtol, atol, mode)
+        cli_defaults = _check_options(paths, seed, rtol, atol, mode)
         if taylor:
             cli_defaults["taylor"] = True
-        defaults = {**_load_defaults(paths[0]), **cli_defaults}
+        # refused before any model is imported, let alone checked
+        junit_path = junit_target(junit, [*paths, *find_files(paths)[0]]) if junit is not None else None
+        defaults = {**session.load_defaults(paths[0]), **cli_defaults}
     except BadInput as exc:
         fail(exc, as_json)
 
-    from ..checks.collect import collect
-    from ..checks.result import CheckReport
-
-    # model files may print; stdout is for the report (and with --json, for one document only)
-    with contextlib.redirect_stdout(sys.stderr):
-        specs, errors = collect(paths, pattern)
-    if pattern and not specs and not errors:
-        fail(BadInput(f"no check matches -k {pattern!r}"), as_json)
-    for e in errors:
-        click.echo(f"error: {e['file']}: {e['message']}", err=True)
-    show = not as_json and sys.stderr.isatty() and len(specs) > 1
-    with contextlib.redirect_stdout(sys.stderr):
-        results = run_all(specs, defaults, console(stderr=True) if show else None, started)
-    report = CheckReport(checks=results, errors=errors)
-    seconds = time.perf_counter() - started
-    if junit:
-        from ..render.junit import junit_xml, write_atomic
-
+    specs, errors, report = [], [], None
+    with watching_sigint():
         try:
-            write_atomic(junit, junit_xml(report, seconds))
+            # model files may print; stdout is for the report (and with --json, for one document only)
+            with contextlib.redirect_stdout(sys.stderr):
+                specs, errors = session.collect(paths, pattern)
+            if pattern and not specs and not errors:
+                fail(BadInput(f"no check matches -k {pattern!r}"), as_json)
+            for e in errors:
+                click.echo(f"error: {e['file']}: {e['message']}", err=True)
+            show = not as_json and sys.stderr.isatty() and len(specs) > 1
+            with contextlib.redirect_stdout(sys.stderr):
+                report = run_report(specs, defaults, errors, console(stderr=True) if show else None, started)
+        except KeyboardInterrupt:  # the user's Ctrl-C while a file was being imported
+            report = CheckReport(checks=[], errors=errors, interrupted=True, planned=len(specs))
+    seconds = time.perf_counter() - started
+    if report.interrupted:
+        click.echo(f"interrupted: {len(report.checks)} of {len(specs)} checks ran", err=True)
+    if junit_path is not None:
+        try:
+            write_atomic(junit_path, junit_xml(report, seconds))
         except OSError as exc:
             fail(BadInput(f"--junit {junit}: {exc.strerror or exc}"), as_json)
     if as_json:
         click.echo(dumps(report.to_dict()))
     else:
-        from ..render.check import render_check_report
-
-        console().print(render_check_report(report, seconds,
-                                            taylor=bool(defaults.get("taylor"))))
+        console().print(render_check_report(report, seconds, taylor=bool(defaults.get("taylor"))))
     sys.exit(report.exit_code)
 
 
-def _check_options(paths, junit, seed, rtol, atol, mode) -> dict:
+def _check_options(paths, seed, rtol, atol, mode) -> dict:
     for p in paths:
         if not os.path.exists(p):
             raise BadInput(f"{p}: no such file or directory")
     if rtol is not None and not rtol >= 0 or atol is not None and not atol >= 0:
         raise BadInput("--rtol and --atol must be non-negative numbers")
-    if junit is not None:
-        folder = os.path.dirname(os.path.abspath(junit))
-        if os.path.isdir(junit) or not os.path.isdir(folder):
-            raise BadInput(f"--junit {junit}: not a file in an existing folder")
     given = {"mode": mode, "seed": seed, "rtol": rtol, "atol": atol}
     return {k: v for k, v in given.items() if v is not None}
 
 
-def _load_defaults(path) -> dict:
-    """[tool.gradcli] from the pyproject.toml that governs ``path`` (a bad table is BadInput, exit 2)."""
-    from ..checks.config import load_defaults
-
-    try:
-        return dict(load_defaults(path) or {})
-    except BadInput:
-        raise
-    except (ValueError, OSError) as exc:  # the message names the pyproject.toml
-        raise BadInput(str(exc)) from None
+def run_report(specs, defaults: dict, errors=(), progress_console=None, started: float | None = None) -> CheckReport:
+    """Run every spec (gradcli.checks.session) with a progress bar on ``progress_console`` once it is slow."""
+    started = time.perf_counter() if started is None else started
+    with _Progress(progress_console, started, len(specs)) as progress:
+        return session.run_checks(specs, defaults, errors, progress)
 
 
 def run_all(specs, defaults: dict, progress_console=None, started: float | None = None) -> list:
-    """Run every spec, in order; a progress bar appears on ``progress_console`` once the run is slow."""
-    started = time.perf_counter() if started is None else started
-    results, bar, task = [], None, None
-    try:
-        for i, spec in enumerate(specs):
-            if progress_console is not None and bar is None and time.perf_counter() - started > PROGRESS_AFTER_S:
-                from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-                bar = Progress(TextColumn("checking"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                               TextColumn("{task.description}"), TimeElapsedColumn(),
-                               console=progress_console, transient=True)
-                bar.start()
-                task = bar.add_task("", total=len(specs), completed=i)
-            if bar is not None:
-                bar.update(task, description=spec.name)
-            results.append(run_one(spec, defaults))
-            if bar is not None:
-                bar.update(task, completed=i + 1)
-    finally:
-        if bar is not None:
-            bar.stop()
-    return results
+    """The results of :func:`run_report` alone."""
+    return run_report(specs, defaults, (), progress_console, started).checks
 
 
-def run_one(spec, defaults: dict):
-    """One check; the result carries the collection's (qualified) name and display path."""
-    from ..checks.result import CheckResult
-    from ..checks.runner import run_check
+class _Progress:
+    """A progress bar on ``progress_console`` once the run has taken PROGRESS_AFTER_S and has more to go."""
 
-    t0 = time.perf_counter()
-    try:
-        result = run_check(spec, dict(defaults))
-    except Exception as exc:  # noqa: BLE001 - the runner reports user errors itself; this is gradcli's own bug
-        result = CheckResult(name=spec.name, file=spec.file, line=spec.line, kind=spec.kind, status="error",
-                             message=f"internal error in gradcli: {type(exc).__name__}: {exc} "
-                                     "(please report it with the traceback below)",
-                             traceback="".join(traceback.format_exception(exc)))
-    result.name, result.file = spec.name, spec.file
-    if not result.line:
-        result.line = spec.line
-    if not result.seconds:
-        result.seconds = time.perf_counter() - t0
-    return result
+    def __init__(self, progress_console, started: float, total: int):
+        self.console, self.started, self.total = progress_console, started, total
+        self.bar = self.task = None
+
+    def __enter__(self):
+        return self
+
+    def __call__(self, i: int, spec) -> None:
+        if self.console is None:
+            return
+        if self.bar is None and time.perf_counter() - self.started > PROGRESS_AFTER_S:
+            self.bar = Progress(TextColumn("checking"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                                TextColumn("{task.description}"), TimeElapsedColumn(),
+                                console=self.console, transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task("", total=self.total, completed=i)
+        if self.bar is not None:
+            self.bar.update(self.task, completed=i, description=spec.name)
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.stop()
+        return False

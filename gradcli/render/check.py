@@ -145,8 +145,11 @@ def summary_counts(report: CheckReport) -> str:
 
 def summary_line(report: CheckReport, seconds: float | None = None) -> Text:
     code = report.exit_code
-    style = "bold green" if code == 0 else "bold yellow" if code == 3 else "bold red"
+    style = "bold green" if code == 0 else "bold yellow" if code in (3, 130) else "bold red"
     text = summary_counts(report) + (f" in {seconds:.2f} s" if seconds is not None else "")
+    if report.interrupted:
+        planned = report.planned if report.planned is not None else len(report.checks)
+        text += f"; interrupted after {len(report.checks)} of {planned} checks"
     return Text("\n" + text, style=style)
 
 

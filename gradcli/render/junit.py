@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import xml.etree.ElementTree as ET
 
 from ..checks.result import CheckReport
+from ..errors import BadInput
 from ..files import atomic_write
 from .check import result_text
 
@@ -63,6 +65,30 @@ def junit_xml(report: CheckReport, seconds: float = 0.0) -> str:
             out.text = _clean("\n".join(r.notes))
     ET.indent(suites)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+def junit_target(path: str, inputs=()) -> str:
+    """The file ``--junit PATH`` writes: PATH, or a symlink's target (the link itself is kept).
+
+    Raises BadInput for a folder, anything but a regular file (a device, a fifo: ``/dev/null`` must not
+    become a file), a place whose folder does not exist, and any of ``inputs`` (the model files being
+    checked, compared as files, so a link or a hard link to one is refused too)."""
+    real = os.path.realpath(path)
+    if os.path.isdir(real):
+        raise BadInput(f"--junit {path}: is a folder, not a file")
+    if os.path.exists(real) and not stat.S_ISREG(os.stat(real).st_mode):
+        raise BadInput(f"--junit {path}: not a regular file (refusing to replace it)")
+    if not os.path.isdir(os.path.dirname(real)):
+        raise BadInput(f"--junit {path}: not a file in an existing folder")
+    if os.path.exists(real):
+        for p in inputs:
+            try:
+                same = os.path.samefile(real, p)
+            except OSError:
+                same = os.path.realpath(p) == real
+            if same:
+                raise BadInput(f"--junit {path}: is one of the files being checked (refusing to overwrite it)")
+    return real
 
 
 def write_atomic(path: str, text: str) -> None:

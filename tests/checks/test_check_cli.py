@@ -90,8 +90,10 @@ def fake(monkeypatch):
         calls["paths"].append(path)
         return dict(calls["config"])
 
-    monkeypatch.setitem(sys.modules, "gradcli.checks.runner", types.SimpleNamespace(run_check=run_check))
-    monkeypatch.setitem(sys.modules, "gradcli.checks.config", types.SimpleNamespace(load_defaults=load_defaults))
+    from gradcli.checks import session
+
+    monkeypatch.setattr(session, "run_check", run_check)
+    monkeypatch.setattr(session.config, "load_defaults", load_defaults)
     return calls
 
 

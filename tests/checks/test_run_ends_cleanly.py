@@ -1,0 +1,249 @@
+"""A run of ``gradcli check`` loses nothing: ``--junit`` never replaces an input, a folder or a device, and
+a model's ``sys.exit()`` (or any BaseException) is that check's error, not the end of the run; only the
+user's Ctrl-C stops it (exit 130, with what ran reported)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from gradcli.cli import main
+from cli_helpers import PLAIN_ENV, RUNNER
+
+GOOD = '''
+import numpy as np
+import gradcli
+
+@gradcli.check(x=np.array([0.5, -1.0, 2.0]))
+def cube(x):
+    return np.sum(x ** 3)
+
+@cube.grad
+def cube_grad(x):
+    return 3 * x ** 2
+'''
+
+WRONG = '''
+@gradcli.check(x=np.array([0.5, -1.0, 2.0]))
+def square(x):
+    return np.sum(x ** 2)
+
+@square.grad
+def square_grad(x):
+    return 2.2 * x
+'''
+
+
+def check(*args):
+    return RUNNER.invoke(main, ["check", *map(str, args)], env=PLAIN_ENV, catch_exceptions=False)
+
+
+def model(path, *parts):
+    path.write_text(textwrap.dedent("\n".join(parts)))
+    return path
+
+
+def junit_cases(xml_path) -> dict:
+    return {c.get("name"): c for c in ET.parse(xml_path).getroot().iter("testcase")}
+
+
+# --- --junit never replaces what it must not -------------------------------------------------------------
+
+def test_junit_naming_the_model_file_is_refused_before_anything_runs(tmp_path):
+    m = model(tmp_path / "m.py", GOOD, "print('imported')")
+    source = m.read_text()
+    r = check(m, "--junit", m)
+    assert r.exit_code == 2 and r.stdout == ""
+    assert r.stderr.startswith("error: --junit") and "files being checked" in r.stderr
+    assert len(r.stderr.splitlines()) == 1 and "imported" not in r.stderr  # not even imported
+    assert m.read_text() == source
+
+
+def test_junit_naming_a_file_collected_from_a_folder_is_refused(tmp_path):
+    (tmp_path / "models").mkdir()
+    m = model(tmp_path / "models" / "m.py", GOOD)
+    source = m.read_text()
+    r = check(tmp_path / "models", "--junit", m)
+    assert r.exit_code == 2 and "files being checked" in r.stderr
+    assert m.read_text() == source
+
+
+def test_junit_through_a_link_or_a_hard_link_to_the_model_is_refused(tmp_path):
+    m = model(tmp_path / "m.py", GOOD)
+    source = m.read_text()
+    (tmp_path / "soft.xml").symlink_to(m)
+    os.link(m, tmp_path / "hard.xml")
+    for target in ("soft.xml", "hard.xml"):
+        r = check(m, "--junit", tmp_path / target)
+        assert r.exit_code == 2 and "files being checked" in r.stderr, target
+    assert m.read_text() == source and (tmp_path / "soft.xml").is_symlink()
+
+
+def test_junit_naming_a_folder_or_a_device_or_a_fifo_is_refused(tmp_path):
+    m = model(tmp_path / "m.py", GOOD)
+    os.mkfifo(tmp_path / "fifo")
+    for target in (tmp_path, "/dev/null", tmp_path / "fifo"):
+        r = check(m, "--junit", target)
+        assert r.exit_code == 2 and r.stderr.startswith("error: --junit"), target
+        assert len(r.stderr.splitlines()) == 1
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    assert stat.S_ISFIFO(os.stat(tmp_path / "fifo").st_mode)
+
+
+def test_junit_through_a_symlink_writes_the_target_and_keeps_the_link(tmp_path):
+    m = model(tmp_path / "m.py", GOOD)
+    (tmp_path / "reports").mkdir()
+    target = tmp_path / "reports" / "real.xml"
+    target.write_text("old report")
+    link = tmp_path / "latest.xml"
+    link.symlink_to(target)
+    r = check(m, "--junit", link)
+    assert r.exit_code == 0
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert set(junit_cases(target)) == {"cube"}
+    assert sorted(os.listdir(tmp_path / "reports")) == ["real.xml"]  # no temporary file left
+
+
+def test_junit_file_gets_the_users_umask(tmp_path):
+    m = model(tmp_path / "m.py", GOOD)
+    old = os.umask(0o027)
+    try:
+        r = check(m, "--junit", tmp_path / "r.xml")
+    finally:
+        os.umask(old)
+    assert r.exit_code == 0 and stat.S_IMODE(os.stat(tmp_path / "r.xml").st_mode) == 0o640
+
+
+# --- a model cannot end the run --------------------------------------------------------------------------
+
+EXITS = {
+    "function": '''
+        @gradcli.check(x=np.array([1.0, 2.0]))
+        def quits(x):
+            {stmt}
+            return np.sum(x ** 2)
+        ''',
+    "gradient": '''
+        @gradcli.check(x=np.array([1.0, 2.0]))
+        def quits(x):
+            return np.sum(x ** 2)
+
+        @quits.grad
+        def quits_grad(x):
+            {stmt}
+            return 2 * x
+        ''',
+    "vjp": '''
+        @gradcli.check(x=np.array([1.0, 2.0]))
+        def quits(x):
+            return np.tanh(x)
+
+        @quits.vjp
+        def quits_vjp(g, x):
+            {stmt}
+            return g * (1 - np.tanh(x) ** 2)
+        ''',
+    "hvp": '''
+        @gradcli.check(x=np.array([1.0, 2.0]))
+        def quits(x):
+            return np.sum(x ** 3)
+
+        @quits.grad
+        def quits_grad(x):
+            return 3 * x ** 2
+
+        @quits.hvp
+        def quits_hvp(v, x):
+            {stmt}
+            return 6 * x * v
+        ''',
+}
+RAISES = {"sys.exit(0)": "SystemExit", "raise KeyboardInterrupt": "KeyboardInterrupt",
+          "raise GeneratorExit": "GeneratorExit", "raise Custom('boom')": "Custom: boom"}
+PRELUDE = "import sys\n\nclass Custom(BaseException):\n    pass\n"
+
+
+@pytest.mark.parametrize("where", list(EXITS))
+@pytest.mark.parametrize("stmt", list(RAISES))
+def test_a_base_exception_in_user_code_is_that_checks_error(tmp_path, where, stmt):
+    body = textwrap.dedent(EXITS[where]).replace("{stmt}", stmt)
+    m = model(tmp_path / "m.py", GOOD, WRONG, PRELUDE, body)
+    out = tmp_path / "r.xml"
+    out.write_text("stale report from an earlier run")
+    r = check(m, "--json", "--junit", out)
+    assert r.exit_code == 1, r.output
+    doc = json.loads(r.stdout)
+    statuses = {c["name"]: c["status"] for c in doc["checks"]}
+    assert statuses == {"cube": "pass", "square": "fail", "quits": "error"}
+    quits = next(c for c in doc["checks"] if c["name"] == "quits")
+    assert RAISES[stmt] in quits["message"]
+    cases = junit_cases(out)
+    assert set(cases) == {"cube", "square", "quits"} and cases["quits"].find("error") is not None
+
+
+@pytest.mark.parametrize("stmt", list(RAISES))
+def test_a_base_exception_at_import_is_that_files_error(tmp_path, stmt):
+    good = model(tmp_path / "good.py", GOOD, WRONG)
+    bad = model(tmp_path / "bad.py", "import gradcli", PRELUDE, stmt)
+    out = tmp_path / "r.xml"
+    r = check(good, bad, "--junit", out)
+    assert r.exit_code == 2
+    named = "sys.exit(0)" if stmt == "sys.exit(0)" else RAISES[stmt]
+    assert "bad.py: cannot import" in r.stderr and named in r.stderr and "Traceback" not in r.stderr
+    assert "cube" in r.stdout and "square" in r.stdout and "1 passed, 1 failed" in r.stdout
+    assert {"cube", "square"} <= set(junit_cases(out))
+
+
+# --- the user's Ctrl-C stops the run ---------------------------------------------------------------------
+
+SLOW = '''
+import os, time
+import numpy as np
+import gradcli
+
+@gradcli.check(x=np.array([1.0, 2.0]))
+def first(x):
+    return np.sum(x ** 2)
+
+@gradcli.check(x=np.array([1.0, 2.0]))
+def slow(x):
+    open(os.environ["GRADCLI_TEST_MARK"], "w").close()
+    time.sleep(60)
+    return np.sum(x ** 2)
+
+@gradcli.check(x=np.array([1.0, 2.0]))
+def never(x):
+    return np.sum(x ** 2)
+'''
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_sigint_stops_the_run_reports_what_ran_and_exits_130(tmp_path):
+    m = model(tmp_path / "slow_model.py", SLOW)
+    mark, out = tmp_path / "started", tmp_path / "r.xml"
+    out.write_text("stale report from an earlier run")
+    env = {**os.environ, "GRADCLI_TEST_MARK": str(mark), "NO_COLOR": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "gradcli", "check", str(m), "--junit", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 120
+        while not mark.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, (stdout, stderr)
+    assert "first" in stdout and "never" not in stdout and "interrupted after 1 of 3 checks" in stdout
+    assert "interrupted: 1 of 3 checks ran" in stderr and "Traceback" not in stderr
+    assert set(junit_cases(out)) == {"first"}
