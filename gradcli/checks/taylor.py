@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import numeric as num
+from .context import CheckContext, Verdict
+from .under_test import under_test_vjp
 
 STEPS = 26  # h = 2^-1 ... 2^-26: f's rounding ends order 1 near 2^-23 and order 2 near 2^-15 in float64
 FLOOR_FACTOR = 30.0  # a point counts when its remainder is this far above the rounding floor
@@ -87,21 +89,27 @@ def fit(h: np.ndarray, r: np.ndarray, floor: np.ndarray, order: int):
     return slope, cls, a, b, usable
 
 
-def taylor_test(check, order: int = 1, hvp=None) -> TaylorResult:
-    """Run the test on ``check`` (a runner ``_Check`` past its comparison). ``hvp(v, w) -> (Hv, error)``
-    for order 2: the Hessian-vector product under test of phi = <w, f> at x for direction v (flat over
-    the wrt inputs; w is the flat cotangent, [1.] for a scalar output)."""
+def taylor_test(check: CheckContext, order: int = 1, hvp=None):
+    """Run the test on a check's context -> TaylorResult, or the Verdict of the code under test raising.
+    ``hvp(v, w) -> (Hv, error) | Verdict`` for order 2: the Hessian-vector product under test of
+    phi = <w, f> at x for direction v (flat over the wrt inputs; w is the flat cotangent, [1.] for a
+    scalar output)."""
     rng = np.random.default_rng([check.seed, 17])
     fn = check.numf
     v = num.random_directions(fn, 1, rng)[0]
     vflat = check.flat(v)
     w = np.ones(1) if check.scalar else rng.standard_normal(check.m)
-    g = check.under_test_vjp(w)
+    g = under_test_vjp(check, w)
+    if isinstance(g, Verdict):
+        return g
     gv = float(g @ vflat)
     g_round = GRAD_ROUNDING * np.finfo(check.dtype).eps * float(np.sum(np.abs(g * vflat)))
     quad, q_err = 0.0, 0.0
     if order == 2:
-        hv, hv_err = hvp(v, w)
+        got = hvp(v, w)
+        if isinstance(got, Verdict):
+            return got
+        hv, hv_err = got
         quad = 0.5 * float(vflat @ hv)
         q_err = 0.5 * float(np.abs(vflat) @ (hv_err + GRAD_ROUNDING * np.finfo(check.dtype).eps * np.abs(hv)))
     f0 = check.f0

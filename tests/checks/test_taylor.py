@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from gradcli.checks.collect import collect
+from gradcli.checks.context import Outcome, Verdict
 from gradcli.checks.registry import build_spec
 from gradcli.checks.runner import run_check
 from gradcli.checks.taylor import fit
@@ -98,9 +99,9 @@ def test_a_fine_taylor_test_resolves_an_inconclusive_check(monkeypatch):
 
     spec = build_spec(lambda x: np.sum(np.sin(x) * x), grad=lambda x: np.cos(x) * x + np.sin(x), x=(5,))
 
-    def undecided(check, got, ref, err, kink, cols, **kw):  # the tolerance test says: cannot decide
-        check.r.status, check.r.message = "inconclusive", "forced"
-    monkeypatch.setattr(compare, "_verdict", undecided)
+    def undecided(ctx, got, ref, err, kink, cols, refdesc, **kw):  # the tolerance test says: cannot decide
+        return Outcome(verdict=Verdict("inconclusive", "forced"))
+    monkeypatch.setattr(compare, "verdict_of_elements", undecided)
     r = run_check(spec, {})
     assert r.status == "pass" and "resolved by the Taylor test" in r.message, r.message
     assert r.taylor.resolution <= 1e-3
@@ -110,9 +111,9 @@ def test_a_wrong_gradient_the_differences_cannot_decide_fails_by_the_taylor_test
     import gradcli.checks.compare as compare
 
     spec = build_spec(_f32, grad=lambda x: _f32_grad(x) * 0.5, x=(5,))
-    def undecided(check, got, ref, err, kink, cols, **kw):  # the tolerance test says: cannot decide
-        check.r.status, check.r.message = "inconclusive", "forced"
-    monkeypatch.setattr(compare, "_verdict", undecided)
+    def undecided(ctx, got, ref, err, kink, cols, refdesc, **kw):  # the tolerance test says: cannot decide
+        return Outcome(verdict=Verdict("inconclusive", "forced"))
+    monkeypatch.setattr(compare, "verdict_of_elements", undecided)
     r = run_check(spec, {})
     assert r.status == "fail" and "the Taylor test decides" in r.message
     assert r.taylor_verdict == "wrong"

@@ -1,0 +1,150 @@
+"""Fast mode of ``run_check``: seeded random directions u and cotangents v instead of the whole Jacobian.
+
+<u, J^T v> (J^T v from the code under test) must equal <J u, v> (J u by finite differences); where traced AD
+is trusted, J^T v is also compared with AD's element by element (gradcli.checks.compare).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import numeric as num
+from .compare import CLOSER, describe_under_test, judge, reference_text, under_test_name, verdict_of_elements
+from .context import DIRECTIONS, ESTIMATE_SAFETY, CheckContext, Outcome, Verdict, combine, summarize
+from .result import Mismatch
+from .under_test import user_gradient, user_vjp_at
+
+
+def compare_fast(ctx: CheckContext) -> Outcome:
+    """Random directions u and cotangents v: <u, J^T v> under test against <J u, v> by differences, and
+    J^T v element by element against traced AD where AD is trusted -> Outcome."""
+    m = ctx.m
+    methods, notes = {}, []
+
+    def found(**kw):
+        return Outcome(methods=tuple(methods.items()), notes=tuple(notes), **kw)
+
+    autodiff = ctx.autodiff
+    rng = np.random.default_rng([ctx.seed, 11])
+    us = num.random_directions(ctx.numf, DIRECTIONS, rng)
+    vs = [np.ones(1) if ctx.scalar else rng.standard_normal(m) for _ in us]
+    target = ctx.rtol / 10
+    sigma = num.noise_level(ctx.numf, ctx.f0, np.random.default_rng([ctx.seed, 13]))
+    ests = [num.directional(ctx.numf, ctx.f0, u, ctx.step, target, sigma=sigma) for u in us]
+    lhs = np.array([float(e.value @ v) for e, v in zip(ests, vs)])
+    lerr = np.array([float(np.abs(v) @ e.error) for e, v in zip(ests, vs)])
+    kinked = any(e.kink.any() for e in ests)
+
+    ad_w = None
+    if ctx.ad is not None:
+        try:
+            if ctx.scalar:
+                g = ctx.flat(ctx.ad.gradient())
+                ad_w = [g * v[0] for v in vs]
+            else:
+                ad_w = [ctx.flat(ctx.ad.vjp(v.reshape(ctx.out_shape))) for v in vs]
+        except Exception as exc:  # noqa: BLE001
+            notes.append(f"traced AD failed ({type(exc).__name__}: {exc}); finite differences used")
+            ad_w = None
+    uflat = [ctx.flat(u) for u in us]
+
+    def identity_rows(ws):
+        return np.array([float(u @ w) for u, w in zip(uflat, ws)])
+
+    scale = np.median(np.abs(lhs)) * np.ones(len(us))
+    if autodiff:
+        if ad_w is None:
+            return found(verdict=Verdict("skipped", "nothing to compare: no hand-written gradient, and traced AD "
+                                                    "is unavailable ("
+                                         + "; ".join(ctx.setup_notes + tuple(notes)) + ")"), stop=True)
+        got_w = ad_w
+    elif ctx.scalar and ctx.vjp is None:
+        g = user_gradient(ctx, "the gradient function", ctx.user_grads)
+        if isinstance(g, Verdict):
+            return found(verdict=g, stop=True)
+        g = ctx.flat(g)
+        got_w = [g * v[0] for v in vs]
+    else:
+        if ctx.vjp is None:
+            return found(verdict=Verdict("fail", f"the output has shape {ctx.out_shape}, so a gradient is not "
+                                                 "defined: register a vector-Jacobian product with @f.vjp instead"),
+                         stop=True)
+        got_w = []
+        for v in vs:
+            g = user_vjp_at(ctx, v)
+            if isinstance(g, Verdict):
+                return found(verdict=g, stop=True)
+            got_w.append(ctx.flat(g))
+
+    reference = "richardson"
+    trusted = False
+    if ad_w is not None and not autodiff:
+        adl = identity_rows(ad_w)
+        rss = np.array([np.sqrt(np.sum((u * w) ** 2)) for u, w in zip(uflat, ad_w)])
+        diff, tol, bad, und, live = judge(ctx, adl[None], lhs[None], lerr[None], np.fmax(scale, rss)[None])
+        if bad.any():  # a kink within the steps? (see _look_closer) look again with smaller ones
+            for a in np.flatnonzero(bad[0]):
+                e = num.directional(ctx.numf, ctx.f0, us[a], ctx.step * CLOSER, target, sigma=sigma)
+                near, near_err = float(e.value @ vs[a]), float(np.abs(vs[a]) @ e.error)
+                _, _, b2, u2, _ = judge(ctx, adl[None, a:a + 1], np.array([[near]]), np.array([[near_err]]),
+                                        np.fmax(scale, rss)[None, a:a + 1])
+                if not (b2.any() or u2.any() or e.kink.any()):
+                    lhs[a], lerr[a] = near, near_err
+                elif abs(near - lhs[a]) > ESTIMATE_SAFETY * (near_err + lerr[a]):
+                    lerr[a] = max(lerr[a], abs(near - lhs[a]))  # the two step sizes disagree: no reference
+            diff, tol, bad, und, live = judge(ctx, adl[None], lhs[None], lerr[None], np.fmax(scale, rss)[None])
+            if not bad.any():
+                notes.append("the finite differences along a random direction reach across a kink near the "
+                             f"point; steps {1 / CLOSER:.0f} times smaller were used there")
+        if bad.any():
+            notes.append("traced AD disagrees with finite differences along a random direction; "
+                         "finite differences used as the reference")
+            methods["traced_reverse"] = summarize("traced_reverse", "mismatch", diff)
+        else:
+            trusted = True
+            reference = "traced_reverse"
+            methods["traced_reverse"] = summarize("traced_reverse", "used")
+            methods["richardson"] = summarize("richardson", "ok", diff, message=f"{len(us)} random directions")
+            scale = np.fmax(scale, rss)
+    if "richardson" not in methods:
+        methods["richardson"] = summarize("richardson", "used", message=f"{len(us)} random directions")
+    name, under = under_test_name(ctx), describe_under_test(ctx)
+
+    def identity_check():
+        """<u, J^T v> under test against <J u, v> by differences -> the Outcome if it decides, else None."""
+        got_l = identity_rows(got_w)
+        diff, tol, bad, und, live = judge(ctx, got_l[None], lhs[None], lerr[None], scale[None])
+        if bad.any():
+            a = int(np.argmax(np.where(bad[0], diff[0] / tol[0], -1)))
+            wrong = Mismatch("<u, J^T v>", (a,), float(lhs[a]), float(got_l[a]), float(diff[0, a]),
+                             float(diff[0, a] / abs(lhs[a])) if lhs[a] else float("inf"))
+            return Outcome(verdict=Verdict("fail", f"{under} fails <u, J^T v> = <J u, v> for random direction {a}: "
+                                                   f"finite differences give {lhs[a]:.8g}, {under} gives "
+                                                   f"{got_l[a]:.8g}"),
+                           mismatches=(wrong,), methods=((name, summarize(name, "mismatch", diff)),))
+        if und.any() and not trusted:
+            return Outcome(verdict=Verdict("inconclusive", (
+                "the finite-difference error estimate along a random direction is too large for the "
+                "tolerance, and traced AD was not available to decide; try float64 inputs, another "
+                "point (seed=), a larger step (eps=) or mode='full'")))
+        return None
+
+    if trusted:
+        got, ref = np.stack(got_w), np.stack(ad_w)
+        decided = verdict_of_elements(ctx, got, ref, np.zeros_like(ref), np.zeros(got.shape, dtype=bool), np.arange(ctx.n),
+                           reference_text(ctx, reference, False), identity=identity_check, cotangent_rows=True)
+        outcome = combine(found(reference=reference), decided)
+    else:
+        methods[name] = summarize(name, "ok")
+        decided = identity_check()
+        if decided is None:
+            if kinked:
+                decided = Outcome(verdict=Verdict("nondifferentiable", "a random direction crosses a kink at the "
+                                                                       "inputs (the one-sided slopes differ)"))
+            else:
+                decided = Outcome(verdict=Verdict("pass", f"{under} satisfies <u, J^T v> = <J u, v> for {len(us)} "
+                                                          "random directions and cotangents (finite differences)"))
+        outcome = combine(found(reference=reference), decided)
+    if trusted and outcome.verdict is not None and outcome.verdict.status == "pass":
+        outcome = combine(outcome, Outcome(suffix=f"; and <u, J^T v> = <J u, v> holds for {len(us)} random "
+                                                  "directions"))
+    return outcome
