@@ -44,7 +44,7 @@ def test_gradcli_option_collects_one_test_per_check(pytester):
     result = pytester.runpytest("--gradcli", "model.py", "-v", *QUICK)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*model.py::cube PASSED*", "*model.py::square FAILED*"])
-    result.stdout.fnmatch_lines(["*square*fail*", "*x[[]*expected*got*"])
+    result.stdout.fnmatch_lines(["*FAIL square*", "*x[[]*expected*got*"])
     assert "Traceback" not in result.stdout.str()
 
 
@@ -88,5 +88,5 @@ def test_the_marker_runs_checks_in_a_test(pytester):
     result = pytester.runpytest("-v", *QUICK)
     result.assert_outcomes(passed=1, failed=2)
     result.stdout.fnmatch_lines(["*test_all FAILED*", "*test_cube_only PASSED*", "*test_missing FAILED*"])
-    result.stdout.fnmatch_lines(["*square*fail*"])
+    result.stdout.fnmatch_lines(["*FAIL square*"])
     result.stdout.fnmatch_lines(["*nothing_here.py: no such file or directory*"])

@@ -1,4 +1,6 @@
 """gradcli.testing.assert_gradients: pass silently, fail with a readable message."""
+import os
+
 import numpy as np
 import pytest
 
@@ -53,3 +55,32 @@ def test_errors_show_the_users_traceback():
         assert_gradients(model, grad=lambda x: np.ones(3), x=(3,))
     text = str(info.value)
     assert "ERROR" in text and "NameError" in text and "in model" in text
+
+
+def test_failure_text_is_the_one_gradcli_check_shows():
+    from rich.console import Console
+
+    from gradcli.checks.registry import build_spec
+    from gradcli.checks.runner import run_check
+    from gradcli.render.check import render_details
+
+    def bad_grad(x, w):
+        dx, dw = loss_grad(x, w)
+        return dx * 1.5, dw
+
+    with pytest.raises(AssertionError) as info:
+        assert_gradients(loss, grad=bad_grad, x=(3, 4), w=(4, 2))
+    text = str(info.value)
+    result = run_check(build_spec(loss, grad=bad_grad, x=(3, 4), w=(4, 2)), {})
+    assert result.status == "fail" and result.message
+    head, message = text.splitlines()[:2]
+    assert head.startswith("FAIL loss (") and head.endswith(", grad, full)") and message == result.message
+    console = Console(width=400, record=True, no_color=True, file=open(os.devnull, "w"))
+    console.print(render_details(result))
+    shown = [line.strip() for line in console.export_text().splitlines() if line.strip()]
+    assert shown[0].startswith("FAIL loss (") and shown[1] == message
+    # the same elements, in the same order, with the same numbers
+    rows = [line.split() for line in text.splitlines() if line.startswith("  ")][1:]
+    assert [r[0] for r in rows] == [m.input for m in result.mismatches[:len(rows)]]
+    for row in rows:
+        assert any(row[2] in line and row[3] in line for line in shown)

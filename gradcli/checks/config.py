@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 
+from ..errors import BadInput
+from .registry import validate_options
 from .spec import OPTIONS
 
 
@@ -45,9 +47,6 @@ def find_pyproject(path) -> str | None:
 
 def load_defaults(path) -> dict:
     """The ``[tool.gradcli]`` options that govern ``path`` (see the module docstring)."""
-    from ..errors import BadInput
-    from .registry import validate_options
-
     toml = _toml()
     found = find_pyproject(path)
     if toml is None or found is None:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph import evaluate
+from ..graph import evaluate, node_values
+from ..methods.reverse import F, Var
+from ..methods.reverse import grad as reverse_grad
 from ..parser import parse
 
 
@@ -70,17 +72,12 @@ class GraphAD:
         self.value = _stack([o.value if hasattr(o, "value") else o for o in outs])
 
     def _tape(self):
-        from ..graph import node_values
-        from ..methods.reverse import F, Var
-
         leaves = {k: Var(np.asarray(v, dtype=np.float64), requires_grad=k in self.wrt) for k, v in self.base.items()}
         with np.errstate(all="ignore"):
             vals = node_values(self.graph, leaves, ops=F)
         return leaves, [vals[o] for o in self.graph.outputs]
 
     def vjp(self, cotangent) -> dict:
-        from ..methods.reverse import grad
-
         leaves, outs = self._tape()
         shape = np.shape(self.value)
         g = np.asarray(cotangent, dtype=np.float64).reshape(shape)
@@ -90,7 +87,7 @@ class GraphAD:
         if not live:
             return {k: np.zeros(np.shape(self.base[k])) for k in self.wrt}
         with np.errstate(all="ignore"):
-            gs = grad([o for o, _ in live], inputs, seeds=[_unbroadcast(s, np.shape(o.value)) for o, s in live])
+            gs = reverse_grad([o for o, _ in live], inputs, seeds=[_unbroadcast(s, np.shape(o.value)) for o, s in live])
         return {k: _unbroadcast(v, np.shape(self.base[k])) for k, v in zip(self.wrt, gs)}
 
     def gradient(self) -> dict:

@@ -28,6 +28,7 @@ import time
 
 import numpy as np
 
+from .. import trace as tracing
 from ..errors import BadInput
 from . import numeric as num
 from . import second_order, taylor
@@ -251,12 +252,7 @@ def _call_under_test(fn, inputs: dict, with_grad: bool, output):
 def _traced_ad(fn, base: dict, wrt, output, f0: np.ndarray, notes: list):
     """gradcli's traced AD of ``fn`` at ``base``, or None (with the reason in ``notes``) where not usable."""
     try:
-        from ..trace import trace
-    except ImportError:
-        notes.append("traced AD unavailable (gradcli.trace cannot be imported); finite differences used")
-        return None
-    try:
-        t = trace(fn, {k: np.array(v) for k, v in base.items()}, list(wrt), output)
+        t = tracing.trace(fn, {k: np.array(v) for k, v in base.items()}, list(wrt), output)
     except Exception as exc:  # noqa: BLE001 - a tracer failure is a note, never the user's fault
         notes.append(f"tracing failed ({type(exc).__name__}: {exc}); finite differences used")
         return None

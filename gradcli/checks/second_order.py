@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import trace as tracing
 from . import numeric as num
 from . import taylor
 from .compare import judge, typical_by_input
@@ -66,8 +67,7 @@ def ad_field(ctx: CheckContext, inputs: dict, w: np.ndarray) -> np.ndarray:
     if ctx.ad_factory is not None:
         t = ctx.ad_factory(inputs, list(ctx.wrt))
     else:
-        from ..trace import trace  # looked up when called, as the runner does (tests replace it)
-        t = trace(ctx.fn, {k: np.array(v) for k, v in inputs.items()}, list(ctx.wrt),
+        t = tracing.trace(ctx.fn, {k: np.array(v) for k, v in inputs.items()}, list(ctx.wrt),
                   0 if ctx.with_grad else ctx.output)
     return ctx.flat(t.vjp(w.reshape(np.shape(t.value))))
 

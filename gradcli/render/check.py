@@ -154,17 +154,23 @@ def summary_line(report: CheckReport, seconds: float | None = None) -> Text:
 
 
 def result_text(r: CheckResult) -> str:
-    """A check's outcome as plain text: the message, the worst elements, methods, the traceback."""
-    lines = [f"{r.name} ({where(r)}, {r.kind}): {r.status}" + (f": {r.message}" if r.message else "")]
+    """A check's details as plain text, as the table shows them (:func:`render_details`): the status,
+    name and place, the message, the worst elements, the methods that disagree, the Taylor tests, the
+    notes and the user's traceback. JUnit, the pytest plugin and ``assert_gradients`` all show this."""
+    lines = [f"{STATUS_LABEL.get(r.status, r.status)} {r.name} ({where(r)}, {r.kind}{', ' + r.mode if r.mode else ''})"]
+    if r.message:
+        lines.append(r.message)
     if r.mismatches:
-        lines.append("worst elements:")
-        for m in r.mismatches[:MAX_SHOWN]:
-            out = f" output {fmt_index(m.output_index)}" if m.output_index is not None else ""
-            lines.append(f"  {m.input}{fmt_index(m.index)}{out}: expected {fmt_number(m.expected)}, "
-                         f"got {fmt_number(m.got)} (abs err {fmt_error(m.abs_error) or '—'}, "
-                         f"rel err {fmt_error(m.rel_error) or '—'})")
+        jac = any(m.output_index is not None for m in r.mismatches)
         if len(r.mismatches) > MAX_SHOWN:
-            lines.append(f"  ... {len(r.mismatches) - MAX_SHOWN} more")
+            lines.append(f"worst elements ({MAX_SHOWN} of {len(r.mismatches)})")
+        rows = [["input", "index"] + (["output"] if jac else []) + ["expected", "got", "abs error", "rel error"]]
+        for m in r.mismatches[:MAX_SHOWN]:
+            rows.append([m.input, fmt_index(m.index)] + ([fmt_index(m.output_index)] if jac else [])
+                        + [fmt_number(m.expected), fmt_number(m.got), fmt_error(m.abs_error) or "—",
+                           fmt_error(m.rel_error) or "—"])
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
     methods = _methods_text(r)
     if methods:
         lines.append(methods.plain)
