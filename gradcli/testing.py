@@ -38,5 +38,6 @@ def assert_gradients(fn, grad=None, vjp=None, hvp=None, **inputs_and_options):
 
 
 def format_failure(result) -> str:
-    """The failure text of a CheckResult: the same as ``gradcli check`` shows (:func:`gradcli.render.check.result_text`)."""
+    """The failure text of a CheckResult: what ``gradcli check`` shows for it
+    (:func:`gradcli.render.check.result_text`)."""
     return result_text(result)

@@ -188,7 +188,7 @@ def compare_full(ctx: CheckContext) -> Outcome:
         got = ad_rows
     found = Outcome(methods=tuple(methods.items()), notes=tuple(notes), reference=reference)
     return combine(found, verdict_of_elements(ctx, got[:, ref_cols], ref, err, kink, ref_cols,
-                                   reference_text(ctx, reference, cs_used)))
+                                              reference_text(ctx, reference, cs_used)))
 
 
 def _user_rows(ctx):
@@ -236,7 +236,8 @@ def worst(diff, tol, bad):
     return int(j), int(k)
 
 
-def verdict_of_elements(ctx, got, ref, err, kink, cols, refdesc: str, identity=None, cotangent_rows=False) -> Outcome:
+def verdict_of_elements(ctx, got, ref, err, kink, cols, refdesc: str, identity=None,
+                        cotangent_rows=False) -> Outcome:
     """Compare ``got`` with ``ref`` entry by entry ((m, len(cols))) -> the status, message, mismatches.
     ``identity()`` (fast mode) may decide after the elements pass: an Outcome, or None."""
     typ = typical_by_input(ctx, ref, cols)

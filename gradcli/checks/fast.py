@@ -130,8 +130,10 @@ def compare_fast(ctx: CheckContext) -> Outcome:
 
     if trusted:
         got, ref = np.stack(got_w), np.stack(ad_w)
-        decided = verdict_of_elements(ctx, got, ref, np.zeros_like(ref), np.zeros(got.shape, dtype=bool), np.arange(ctx.n),
-                           reference_text(ctx, reference, False), identity=identity_check, cotangent_rows=True)
+        no_kink = np.zeros(got.shape, dtype=bool)
+        decided = verdict_of_elements(ctx, got, ref, np.zeros_like(ref), no_kink, np.arange(ctx.n),
+                                      reference_text(ctx, reference, False), identity=identity_check,
+                                      cotangent_rows=True)
         outcome = combine(found(reference=reference), decided)
     else:
         methods[name] = summarize(name, "ok")

@@ -11,9 +11,7 @@ import importlib
 import json
 import os
 import re
-import sys
 import textwrap
-import types
 import xml.etree.ElementTree as ET
 from io import StringIO
 
