@@ -24,6 +24,8 @@ import os
 
 import pytest
 
+from .errors import BadInput
+
 
 def pytest_addoption(parser):
     group = parser.getgroup("gradcli", "gradient checks (gradcli)")
@@ -136,7 +138,6 @@ def _describe(results) -> str:
 
 def _defaults(path: str) -> dict:
     from .checks.session import load_defaults
-    from .errors import BadInput
 
     try:
         return load_defaults(path)

@@ -7,16 +7,9 @@ import sys
 import time
 
 import click
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ..checks import session
-from ..checks.collect import find_files
-from ..checks.interrupt import watching_sigint
-from ..checks.result import CheckReport
 from ..errors import BadInput
-from ..render.check import render_check_report
 from ..render.json import dumps
-from ..render.junit import junit_target, junit_xml, write_atomic
 from .common import JsonCommand, console, fail
 
 #: Checks are run with a progress bar (stderr, terminals only, never with --json) once a run has
@@ -59,6 +52,14 @@ def check(paths, pattern, as_json, junit, mode, seed, rtol, atol, taylor):
     (a kink, outside the domain) and nothing failed.
     """
     started = time.perf_counter()
+    # the checking machinery (numpy tracing, the runner) loads when a check runs, not with every command
+    from ..checks import session
+    from ..checks.collect import find_files
+    from ..checks.interrupt import watching_sigint
+    from ..checks.result import CheckReport
+    from ..render.check import render_check_report
+    from ..render.junit import junit_target, junit_xml, write_atomic
+
     try:
         cli_defaults = _check_options(paths, seed, rtol, atol, mode)
         if taylor:
@@ -109,8 +110,11 @@ def _check_options(paths, seed, rtol, atol, mode) -> dict:
     return {k: v for k, v in given.items() if v is not None}
 
 
-def run_report(specs, defaults: dict, errors=(), progress_console=None, started: float | None = None) -> CheckReport:
-    """Run every spec (gradcli.checks.session) with a progress bar on ``progress_console`` once it is slow."""
+def run_report(specs, defaults: dict, errors=(), progress_console=None, started: float | None = None):
+    """Run every spec (gradcli.checks.session) with a progress bar on ``progress_console`` once it is slow
+    -> CheckReport."""
+    from ..checks import session
+
     started = time.perf_counter() if started is None else started
     with _Progress(progress_console, started, len(specs)) as progress:
         return session.run_checks(specs, defaults, errors, progress)
@@ -135,6 +139,8 @@ class _Progress:
         if self.console is None:
             return
         if self.bar is None and time.perf_counter() - self.started > PROGRESS_AFTER_S:
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
             self.bar = Progress(TextColumn("checking"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                                 TextColumn("{task.description}"), TimeElapsedColumn(),
                                 console=self.console, transient=True)
