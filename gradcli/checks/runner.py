@@ -21,6 +21,12 @@ Scalar outputs (size 1) check the gradient; larger outputs check vector-Jacobian
 row of the Jacobian (``vjp(e_j)``) in ``full`` mode, and in ``fast`` mode ``K`` seeded random
 cotangents v and directions u with <u, J^T v> = <J u, v> (J^T v from the gradient under test, J u by
 differences) plus, where AD is trusted, J^T v compared element by element with AD's.
+
+How it runs: :func:`build_context` calls the function at the inputs and resolves everything once into a
+frozen :class:`~gradcli.checks.context.CheckContext`; the comparisons (gradcli.checks.compare, .fast,
+.second_order, .taylor) return outcomes; :func:`apply` here is the one place they become the result's
+status and message. A check's code cannot end the run: any BaseException it raises is its ``error``
+(only the user's Ctrl-C propagates, see gradcli.checks.interrupt).
 """
 from __future__ import annotations
 

@@ -226,12 +226,14 @@ def never(x):
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
-def test_sigint_stops_the_run_reports_what_ran_and_exits_130(tmp_path):
+@pytest.mark.parametrize("as_json", [False, True])
+def test_sigint_stops_the_run_reports_what_ran_and_exits_130(tmp_path, as_json):
     m = model(tmp_path / "slow_model.py", SLOW)
     mark, out = tmp_path / "started", tmp_path / "r.xml"
     out.write_text("stale report from an earlier run")
     env = {**os.environ, "GRADCLI_TEST_MARK": str(mark), "NO_COLOR": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "gradcli", "check", str(m), "--junit", str(out)],
+    proc = subprocess.Popen([sys.executable, "-m", "gradcli", "check", str(m), "--junit", str(out)]
+                            + (["--json"] if as_json else []),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
     try:
         deadline = time.monotonic() + 120
@@ -244,6 +246,11 @@ def test_sigint_stops_the_run_reports_what_ran_and_exits_130(tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, (stdout, stderr)
-    assert "first" in stdout and "never" not in stdout and "interrupted after 1 of 3 checks" in stdout
+    if as_json:
+        doc = json.loads(stdout)
+        assert doc["interrupted"] is True and [c["name"] for c in doc["checks"]] == ["first"]
+        assert doc["checks"][0]["status"] == "pass"
+    else:
+        assert "first" in stdout and "never" not in stdout and "interrupted after 1 of 3 checks" in stdout
     assert "interrupted: 1 of 3 checks ran" in stderr and "Traceback" not in stderr
     assert set(junit_cases(out)) == {"first"}
