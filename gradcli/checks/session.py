@@ -12,12 +12,12 @@ from typing import Callable
 
 from ..errors import BadInput
 from . import config
-from .collect import collect
-from .interrupt import interrupted, is_user_interrupt
+from .collect import collect, find_files
+from .interrupt import interrupted, is_user_interrupt, watching_sigint
 from .result import CheckReport, CheckResult
 from .runner import run_check
 
-__all__ = ["collect", "load_defaults", "run_one", "run_checks"]
+__all__ = ["CheckReport", "collect", "find_files", "load_defaults", "run_checks", "run_one", "watching_sigint"]
 
 
 def load_defaults(path) -> dict:

@@ -54,9 +54,6 @@ def check(paths, pattern, as_json, junit, mode, seed, rtol, atol, taylor):
     started = time.perf_counter()
     # the checking machinery (numpy tracing, the runner) loads when a check runs, not with every command
     from ..checks import session
-    from ..checks.collect import find_files
-    from ..checks.interrupt import watching_sigint
-    from ..checks.result import CheckReport
     from ..render.check import render_check_report
     from ..render.junit import junit_target, junit_xml, write_atomic
 
@@ -65,13 +62,13 @@ def check(paths, pattern, as_json, junit, mode, seed, rtol, atol, taylor):
         if taylor:
             cli_defaults["taylor"] = True
         # refused before any model is imported, let alone checked
-        junit_path = junit_target(junit, [*paths, *find_files(paths)[0]]) if junit is not None else None
+        junit_path = junit_target(junit, [*paths, *session.find_files(paths)[0]]) if junit is not None else None
         defaults = {**session.load_defaults(paths[0]), **cli_defaults}
     except BadInput as exc:
         fail(exc, as_json)
 
     specs, errors, report = [], [], None
-    with watching_sigint():
+    with session.watching_sigint():
         try:
             # model files may print; stdout is for the report (and with --json, for one document only)
             with contextlib.redirect_stdout(sys.stderr):
@@ -84,7 +81,7 @@ def check(paths, pattern, as_json, junit, mode, seed, rtol, atol, taylor):
             with contextlib.redirect_stdout(sys.stderr):
                 report = run_report(specs, defaults, errors, console(stderr=True) if show else None, started)
         except KeyboardInterrupt:  # the user's Ctrl-C while a file was being imported
-            report = CheckReport(checks=[], errors=errors, interrupted=True, planned=len(specs))
+            report = session.CheckReport(checks=[], errors=errors, interrupted=True, planned=len(specs))
     seconds = time.perf_counter() - started
     if report.interrupted:
         click.echo(f"interrupted: {len(report.checks)} of {len(specs)} checks ran", err=True)
