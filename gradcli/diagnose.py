@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .graph import Graph, node_values
+from .methods.forward import Dual, DualOps, split
 from .primitives import PRIMITIVES, NumericOps
 from .report import Diagnostic
 
@@ -113,8 +114,6 @@ def diagnose_hessian(graph: Graph, point: dict) -> tuple[list, bool, np.ndarray,
     first does (``x**1.5`` at 0: 0.75/sqrt(x)); the partial rules differentiated by dual numbers say
     so, and the point is ``undefined`` for the Hessian.
     """
-    from .methods.forward import DualOps, _split
-
     found, bad_value, bad_deriv = diagnose(graph, point)
     nvar = len(graph.variables)
     var_masks = variable_masks(graph)
@@ -140,7 +139,7 @@ def diagnose_hessian(graph: Graph, point: dict) -> tuple[list, bool, np.ndarray,
             ans = dual.apply(n.op, *duals)
             for k in live:
                 p = prim.partials[k](dual, ans, *duals)
-                _, t = _split(p)
+                _, t = split(p)
                 if t is not None and not np.all(np.isfinite(t)):
                     found.append(Diagnostic("undefined", n.op, f"the second derivative of {n.op} does not exist "
                                                                f"at {_call(n.op, args)}"))
@@ -151,8 +150,6 @@ def diagnose_hessian(graph: Graph, point: dict) -> tuple[list, bool, np.ndarray,
 
 
 def _seed(value, k, live):
-    from .methods.forward import Dual
-
     t = np.zeros(len(live))
     t[live.index(k)] = 1.0
     return Dual(np.float64(value), t)
