@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..diagnose import output_masks
+from ..diagnose import depends_on, diagnose_points, output_masks
 from ..graph import Graph, evaluate, node_values
 from ..primitives import PRIMITIVES
 
@@ -150,44 +150,35 @@ def _symbolic_on_grid(graph, var, inputs, n, timeout):
 
 
 def _defects(graph: Graph, var: str, inputs: dict, n: int):
-    """Pointwise: where a value is undefined and where the derivative does not exist (the table's
-    domain, kink and smooth predicates on the grid). Between points: which segments cross a pole,
-    a jump or a kink. -> (bad_f, bad_df, f_breaks, df_breaks); breaks are per output
-    {index: is_pole}."""
+    """Pointwise: where a value is undefined and where the derivative by ``var`` does not exist (the
+    one diagnosis, :func:`gradcli.diagnose.diagnose_points`, over the grid). Between points: which
+    segments cross a pole, a jump or a kink. -> (bad_f, bad_df, f_breaks, df_breaks); breaks are per
+    output {index: is_pole}."""
     m = len(graph.outputs)
-    bad_f = np.zeros((m, n), dtype=bool)
-    bad_df = np.zeros((m, n), dtype=bool)
+    # the other variables are held fixed: only kinks and partials along ``var`` count
+    bad_f, bad_deriv = diagnose_points(graph, inputs, n=n, wrt=[var], overflow=False)
+    bad_df = bad_deriv[:, graph.variables.index(var)]
     f_breaks = [dict() for _ in range(m)]
     df_breaks = [dict() for _ in range(m)]
-    depends = []
-    for node in graph.nodes:
-        depends.append(node.op == "var" and node.attr == var or any(depends[a] for a in node.args))
+    depends = depends_on(graph, [var])
     reaches = output_masks(graph)
+    switched = [i for i, node in enumerate(graph.nodes)
+                if depends[i] and node.op in PRIMITIVES and PRIMITIVES[node.op].switch is not None]
+    if not switched:
+        return bad_f, bad_df, f_breaks, df_breaks
     with np.errstate(all="ignore"):
         vals = node_values(graph, inputs)
-        for i, node in enumerate(graph.nodes):
-            if node.op in ("var", "const") or not depends[i]:
-                continue
-            prim = PRIMITIVES[node.op]
-            args = [np.broadcast_to(np.asarray(vals[a], dtype=float), (n,)) for a in node.args]
-            outs = [j for j in range(m) if reaches[i] >> j & 1]
-            undefined = ~prim.domain(np, *args) if prim.domain is not None else np.zeros(n, dtype=bool)
-            rough = np.zeros(n, dtype=bool)
-            if prim.kink is not None:
-                rough |= np.asarray(prim.kink(np, *args), dtype=bool)
-            if prim.smooth is not None:
-                rough |= ~np.asarray(prim.smooth(np, *args), dtype=bool)
-            if prim.switch is not None:
-                kind = prim.switch_kind
-                s = np.sign(np.asarray(prim.switch(np, *args), dtype=float))
-                cross = np.flatnonzero(np.isfinite(s[:-1]) & np.isfinite(s[1:]) & (s[:-1] != s[1:]))
-                for j in outs:
-                    if kind != "kink":
-                        f_breaks[j].update({int(c): kind == "pole" for c in cross})
-                    df_breaks[j].update({int(c): kind == "pole" for c in cross})
-            for j in outs:
-                bad_f[j] |= undefined
-                bad_df[j] |= undefined | rough
+    for i in switched:
+        node = graph.nodes[i]
+        prim = PRIMITIVES[node.op]
+        args = [np.broadcast_to(np.asarray(vals[a], dtype=float), (n,)) for a in node.args]
+        with np.errstate(all="ignore"):
+            s = np.sign(np.asarray(prim.switch(np, *args), dtype=float))
+        cross = np.flatnonzero(np.isfinite(s[:-1]) & np.isfinite(s[1:]) & (s[:-1] != s[1:]))
+        for j in (j for j in range(m) if reaches[i] >> j & 1):
+            if prim.switch_kind != "kink":
+                f_breaks[j].update({int(c): prim.switch_kind == "pole" for c in cross})
+            df_breaks[j].update({int(c): prim.switch_kind == "pole" for c in cross})
     return bad_f, bad_df, f_breaks, df_breaks
 
 
