@@ -14,8 +14,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..batch.backend import execute
+from ..batch.compile import compile_graph
 from ..diagnose import depends_on, diagnose_points, output_masks
 from ..graph import Graph, evaluate, node_values
+from ..methods import numeric
 from ..primitives import PRIMITIVES
 
 EPS = float(np.finfo(np.float64).eps)
@@ -100,9 +103,6 @@ def plot_data(graph: Graph, var: str, lo: float, hi: float, fixed: dict, n: int 
               timeout: float | None = 5.0) -> PlotData:
     """Values and derivatives by ``var`` of every output of ``graph`` at ``n`` points from ``lo`` to
     ``hi``, with every other variable at its value in ``fixed``."""
-    from ..batch.backend import execute
-    from ..batch.compile import compile_graph
-
     if var not in graph.variables:
         raise ValueError(f"{var} is not a variable of the expression")
     x = np.linspace(float(lo), float(hi), int(n))
@@ -216,8 +216,6 @@ def step_data(graph: Graph, point: dict, var: str | None = None, steps=DEFAULT_S
     the fitted slopes of each branch of the V; the textbook optima.
 
     Raises ValueError where the reference derivative is not a finite number at the point."""
-    from ..methods import numeric
-
     var = graph.variables[0] if var is None else var
     k = graph.variables.index(var)
     h = np.asarray(steps, dtype=float)
@@ -257,7 +255,7 @@ def step_data(graph: Graph, point: dict, var: str | None = None, steps=DEFAULT_S
 def _reference(graph, point, k, output, messages, timeout):
     """The reference derivative as a double-double (hi, lo), so that errors below 1e-16 still show:
     sympy's 35 digits; where sympy is unavailable, complex step (or Richardson), said in messages."""
-    from ..methods import numeric, symbolic
+    from ..methods import symbolic
 
     sym = symbolic.symbolic(graph, point, timeout=timeout)
     if sym.status == "ok":
