@@ -1,9 +1,12 @@
 """Where a point is not ordinary: outside a domain (undefined) or on a kink (nondifferentiable).
 
-The check walks the graph once with the table's ``domain``, ``smooth`` and ``kink`` predicates, and
-also catches what no predicate names (overflow, a partial that is not finite). It returns, for each
-problem, which (output, variable) entries of the Jacobian it makes meaningless: a kink in ``abs(x)``
-does not spoil d/dy of ``abs(x) + y``.
+One diagnosis serves a point, a batch chunk and a plotted grid (a point is N = 1):
+:func:`diagnose_points` walks the graph once (:func:`gradcli.graph.walk`) with :class:`DiagnosisOps`,
+which evaluates each operation and checks the table's ``domain``, ``smooth`` and ``kink`` predicates
+elementwise, and also catches what no predicate names (overflow, a partial that is not finite). It
+returns, per point, which (output, variable) entries of the Jacobian a problem makes meaningless: a
+kink in ``abs(x)`` does not spoil d/dy of ``abs(x) + y``. :func:`diagnose` (one point, with messages
+that show the arguments) and :func:`diagnose_batch` (counts per reason) only word what it found.
 """
 from __future__ import annotations
 
