@@ -16,7 +16,6 @@ from ..graph import Graph, evaluate
 from ..methods.forward import Dual, DualOps, sweep
 from ..methods import numeric
 from ..methods.numeric import ESTIMATE_GAP, RIDDERS_CON, RIDDERS_H0
-from ..primitives import PRIMITIVES, NumericOps
 
 #: Ridders' tableau in batch: fewer rows than at one point (8 instead of 14): steps from h0 to h0/128.
 BATCH_RIDDERS_ROWS = 8
