@@ -38,15 +38,6 @@ def variable_masks(graph: Graph) -> list[int]:
     return masks
 
 
-def depends_on(graph: Graph, names) -> list[bool]:
-    """depends[i]: node i depends on at least one of the variables ``names``."""
-    names = set(names)
-    depends: list[bool] = []
-    for n in graph.nodes:
-        depends.append(n.op == "var" and n.attr in names or any(depends[a] for a in n.args))
-    return depends
-
-
 def output_masks(graph: Graph) -> list[int]:
     """Bit j of masks[i] is set when output j depends on node i."""
     masks = [0] * len(graph.nodes)
@@ -129,7 +120,7 @@ def diagnose_points(graph: Graph, inputs: dict, xp=np, dtype=np.float64, n: int 
     bad_deriv = xp.zeros((m, nv, N), dtype=bool)
     var_masks = variable_masks(graph)
     out_masks = None
-    active = graph.active if wrt is None else depends_on(graph, wrt)
+    active = graph.active if wrt is None else graph.depends_on(wrt)
     ops = DiagnosisOps(xp, N)
 
     def check(i, v):

@@ -68,11 +68,17 @@ class Graph:
     def active(self) -> tuple:
         """active[i]: node i depends on at least one variable (only those need derivatives)."""
         if self._active is None:
-            act = []
-            for n in self.nodes:
-                act.append(n.op == "var" or any(act[a] for a in n.args))
-            self._active = tuple(act)
+            self._active = tuple(self.depends_on())
         return self._active
+
+    def depends_on(self, names=None) -> list[bool]:
+        """depends[i]: node i depends on at least one of the variables ``names`` (None: any variable)."""
+        names = None if names is None else set(names)
+        depends: list[bool] = []
+        for n in self.nodes:
+            depends.append(n.op == "var" and (names is None or n.attr in names)
+                           or any(depends[a] for a in n.args))
+        return depends
 
     @property
     def last_use(self) -> tuple:

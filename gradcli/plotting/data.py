@@ -16,7 +16,7 @@ import numpy as np
 
 from ..batch.backend import execute
 from ..batch.compile import compile_graph
-from ..diagnose import depends_on, diagnose_points, output_masks
+from ..diagnose import diagnose_points, output_masks
 from ..graph import Graph, evaluate, node_values
 from ..methods import numeric
 from ..primitives import PRIMITIVES
@@ -160,7 +160,7 @@ def _defects(graph: Graph, var: str, inputs: dict, n: int):
     bad_df = bad_deriv[:, graph.variables.index(var)]
     f_breaks = [dict() for _ in range(m)]
     df_breaks = [dict() for _ in range(m)]
-    depends = depends_on(graph, [var])
+    depends = graph.depends_on([var])
     reaches = output_masks(graph)
     switched = [i for i, node in enumerate(graph.nodes)
                 if depends[i] and node.op in PRIMITIVES and PRIMITIVES[node.op].switch is not None]
