@@ -1,8 +1,10 @@
 """The expression graph: immutable, hash-consed, topologically ordered.
 
 A node refers to its arguments by index, and arguments always come before their users, so the node list
-is already a Wengert list: every interpreter is a plain loop over it (no recursion, so a chain of
-100,000 nodes is as easy as three).
+is already a Wengert list. :func:`walk` is the one interpreter, a plain loop over it (no recursion,
+so a chain of 100,000 nodes is as easy as three) with an ``Ops`` saying what a value is (a number, an
+array, a dual number, a tape variable, a graph node, a diagnosis); :func:`sweep_back` is the one
+reverse sweep, over this list backward or over a tape.
 """
 from __future__ import annotations
 
