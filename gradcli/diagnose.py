@@ -1,16 +1,20 @@
 """Where a point is not ordinary: outside a domain (undefined) or on a kink (nondifferentiable).
 
-The check walks the graph once with the table's ``domain``, ``smooth`` and ``kink`` predicates, and
-also catches what no predicate names (overflow, a partial that is not finite). It returns, for each
-problem, which (output, variable) entries of the Jacobian it makes meaningless: a kink in ``abs(x)``
-does not spoil d/dy of ``abs(x) + y``.
+One diagnosis serves a point, a batch chunk and a plotted grid (a point is N = 1):
+:func:`diagnose_points` walks the graph once (:func:`gradcli.graph.walk`) with :class:`DiagnosisOps`,
+which evaluates each operation and checks the table's ``domain``, ``smooth`` and ``kink`` predicates
+elementwise, and also catches what no predicate names (overflow, a partial that is not finite). It
+returns, per point, which (output, variable) entries of the Jacobian a problem makes meaningless: a
+kink in ``abs(x)`` does not spoil d/dy of ``abs(x) + y``. :func:`diagnose` (one point, with messages
+that show the arguments) and :func:`diagnose_batch` (counts per reason) only word what it found.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .graph import Graph, node_values
-from .primitives import PRIMITIVES, NumericOps
+from .graph import Graph, node_values, walk
+from .methods.forward import Dual, DualOps, split
+from .primitives import PRIMITIVES, NumericOps, Ops
 from .report import Diagnostic
 
 
@@ -45,61 +49,145 @@ def output_masks(graph: Graph) -> list[int]:
     return masks
 
 
-def diagnose(graph: Graph, point: dict) -> tuple[list, np.ndarray, np.ndarray]:
-    """Problems at ``point`` -> (diagnostics, bad_value[output], bad_derivative[output, variable])."""
-    with np.errstate(all="ignore"):
-        vals = node_values(graph, {k: np.float64(v) for k, v in point.items()})
-    ops = NumericOps()
-    nout, nvar = len(graph.outputs), len(graph.variables)
-    bad_value = np.zeros(nout, dtype=bool)
-    bad_deriv = np.zeros((nout, nvar), dtype=bool)
-    found: list = []
+class DiagnosisOps(Ops):
+    """Primitives on ``xp`` that also check, elementwise, where each result is not ordinary: ``checks``
+    holds the last operation's (args, domain, overflow, kink, smooth, [partial per argument]) masks,
+    each point counted under the first of them that fails (a point outside the domain is not also on a
+    kink). Arguments that are not all finite are not judged: the problem is where they went wrong."""
+
+    def __init__(self, xp, N: int):
+        self.xp, self.N = xp, N
+        self.numeric = NumericOps(xp)
+        self.checks = None
+
+    def _full(self, b):
+        return self.xp.broadcast_to(self.xp.asarray(b, dtype=bool), (self.N,))
+
+    def apply(self, name, *args):
+        xp, full = self.xp, self._full
+        prim = PRIMITIVES[name]
+        v = prim.value(xp, *args)
+        live = full(True)
+        for a in args:
+            live = live & full(xp.isfinite(a))
+        found = []
+        for test in (None if prim.domain is None else (lambda: ~full(prim.domain(xp, *args))),
+                     lambda: ~full(xp.isfinite(v)),
+                     None if prim.kink is None else (lambda: full(prim.kink(xp, *args))),
+                     None if prim.smooth is None else (lambda: ~full(prim.smooth(xp, *args)))):
+            bad = full(False) if test is None else live & test()
+            found.append(bad)
+            live = live & ~bad
+        partial = [live & ~full(xp.isfinite(rule(self.numeric, v, *args))) for rule in prim.partials]
+        self.checks = (args, *found, partial)
+        return v
+
+
+#: what each check means: (kind, the point's message, the batch's message), by the check's position
+_PROBLEMS = (
+    ("undefined", lambda op, prim, call: f"{call} is undefined"
+     + (f" (its domain is {prim.domain_text})" if prim.domain_text else ""),
+     lambda op, prim: f"outside the domain of {op} ({prim.domain_text})"),
+    ("undefined", lambda op, prim, call: f"{call} is not finite in float64 (overflow)",
+     lambda op, prim: f"{op} is not finite (overflow)"),
+    ("nondifferentiable", lambda op, prim, call: f"{call} sits on a kink of {op}",
+     lambda op, prim: f"on a kink of {op}"),
+    ("undefined", lambda op, prim, call: f"the derivative of {op} does not exist at {call}"
+     + (f" (it needs {prim.smooth_text})" if prim.smooth_text else ""),
+     lambda op, prim: f"the derivative of {op} does not exist ({prim.smooth_text})"),
+    ("undefined", lambda op, prim, call: f"the derivative of {op} is not finite at {call}",
+     lambda op, prim: f"the derivative of {op} is not finite"),
+)
+
+
+def diagnose_points(graph: Graph, inputs: dict, xp=np, dtype=np.float64, n: int | None = None, report=None,
+                    wrt=None, overflow: bool = True):
+    """The one diagnosis, over N points at once (a point is N = 1): the table's domain, smooth and kink
+    predicates and the finiteness of every value and local partial, elementwise, in one walk of the
+    graph. ``inputs``: name -> value or 1-D array of the points, in ``dtype``.
+
+    -> (bad_value (outputs, N), bad_deriv (outputs, variables, N)); a problem spoils the value and every
+    derivative of the outputs that read it when it is the value's, else only the derivatives by the
+    variables it depends on. ``report(i, p, mask, args)`` hears of each problem found at node i:
+    ``p`` indexes :data:`_PROBLEMS`, ``mask`` says at which points. ``wrt`` (default: every variable)
+    names the variables that are differentiated: the others are constants, so kinks and partials
+    along them do not count. ``overflow`` False: a value that overflows is not a problem in itself (a
+    plot draws what float64 computes, 1/exp(x) = 0 at x = -1000; a verdict must not trust it).
+    """
+    N = n if n is not None else (len(next(iter(inputs.values()))) if inputs else 1)
+    m, nv = len(graph.outputs), len(graph.variables)
+    bad_value = xp.zeros((m, N), dtype=bool)
+    bad_deriv = xp.zeros((m, nv, N), dtype=bool)
     var_masks = variable_masks(graph)
     out_masks = None
+    active = graph.active if wrt is None else graph.depends_on(wrt)
+    ops = DiagnosisOps(xp, N)
 
-    def mark(i, kind, message, value_too):
+    def check(i, v):
         nonlocal out_masks
+        node = graph.nodes[i]
+        if node.op in ("var", "const"):
+            return
+        args, dom, over, kink, rough, partial = ops.checks
+        if not overflow:
+            over = xp.zeros(N, dtype=bool)
+        value_bad = dom | over
+        problems = [dom, over]
+        if active[i]:
+            inf = xp.zeros(N, dtype=bool)
+            for mask, a in zip(partial, node.args):
+                if active[a]:
+                    inf = inf | mask
+            problems += [kink, rough, inf]
+        deriv_bad = value_bad
+        for p, mask in enumerate(problems):
+            if p >= 2:
+                deriv_bad = deriv_bad | mask
+            if report is not None and bool(mask.any()):
+                report(i, p, mask, args)
+        if not bool(deriv_bad.any()):
+            return
         if out_masks is None:
             out_masks = output_masks(graph)
-        found.append(Diagnostic(kind, graph.nodes[i].op, message))
-        for j in range(nout):
+        for j in range(m):
             if out_masks[i] >> j & 1:
-                bad_value[j] |= value_too
-                for k in range(nvar):
-                    if value_too or var_masks[i] >> k & 1:
-                        bad_deriv[j, k] = True
+                bad_value[j] |= value_bad
+                for k in range(nv):
+                    bad_deriv[j, k] |= deriv_bad if var_masks[i] >> k & 1 else value_bad
 
-    active = graph.active
     with np.errstate(all="ignore"):
-        for i, n in enumerate(graph.nodes):
-            if n.op in ("var", "const"):
-                continue
-            prim = PRIMITIVES[n.op]
-            args = [vals[a] for a in n.args]
-            if not all(np.isfinite(args)):
-                continue  # reported where it first went wrong
-            where = f" (its domain is {prim.domain_text})" if prim.domain_text else ""
-            if prim.domain is not None and not bool(prim.domain(np, *args)):
-                mark(i, "undefined", f"{_call(n.op, args)} is undefined{where}", True)
-                continue
-            if not np.isfinite(vals[i]):
-                mark(i, "undefined", f"{_call(n.op, args)} is not finite in float64 (overflow)", True)
-                continue
-            if not active[i]:
-                continue
-            if prim.kink is not None and bool(prim.kink(np, *args)):
-                mark(i, "nondifferentiable", f"{_call(n.op, args)} sits on a kink of {n.op}", False)
-                continue
-            if prim.smooth is not None and not bool(prim.smooth(np, *args)):
-                need = f" (it needs {prim.smooth_text})" if prim.smooth_text else ""
-                mark(i, "undefined", f"the derivative of {n.op} does not exist at {_call(n.op, args)}{need}",
-                     False)
-                continue
-            for rule, a in zip(prim.partials, n.args):
-                if active[a] and not np.all(np.isfinite(rule(ops, vals[i], *args))):
-                    mark(i, "undefined", f"the derivative of {n.op} is not finite at {_call(n.op, args)}", False)
-                    break
-    return found, bad_value, bad_deriv
+        walk(graph, ops, inputs, const=lambda i, c: dtype(c.value), observe=check)
+    return bad_value, bad_deriv
+
+
+def diagnose_batch(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
+    """:func:`diagnose_points` over a batch chunk, the problems counted by kind, function and reason
+    -> (bad_value (m, N), bad_deriv (m, nvars, N), reasons {(kind, op, text): (count, first index)})."""
+    reasons: dict = {}
+
+    def report(i, p, mask, args):
+        op = graph.nodes[i].op
+        kind, _, text = _PROBLEMS[p]
+        key = (kind, op, text(op, PRIMITIVES[op]))
+        count, first = reasons.get(key, (0, int(xp.argmax(mask))))
+        reasons[key] = (count + int(mask.sum()), first)
+
+    bad_value, bad_deriv = diagnose_points(graph, inputs, xp, dtype, n, report)
+    return bad_value, bad_deriv, reasons
+
+
+def diagnose(graph: Graph, point: dict) -> tuple[list, np.ndarray, np.ndarray]:
+    """Problems at ``point`` -> (diagnostics, bad_value[output], bad_derivative[output, variable])."""
+    found: list = []
+
+    def report(i, p, mask, args):
+        op = graph.nodes[i].op
+        kind, text, _ = _PROBLEMS[p]
+        found.append(Diagnostic(kind, op, text(op, PRIMITIVES[op], _call(op, args))))
+
+    bad_value, bad_deriv = diagnose_points(graph, {k: np.float64(v) for k, v in point.items()}, n=1,
+                                           report=report)
+    return found, bad_value[:, 0], bad_deriv[:, :, 0]
 
 
 def diagnose_hessian(graph: Graph, point: dict) -> tuple[list, bool, np.ndarray, np.ndarray]:
@@ -113,8 +201,6 @@ def diagnose_hessian(graph: Graph, point: dict) -> tuple[list, bool, np.ndarray,
     first does (``x**1.5`` at 0: 0.75/sqrt(x)); the partial rules differentiated by dual numbers say
     so, and the point is ``undefined`` for the Hessian.
     """
-    from .methods.forward import DualOps, _split
-
     found, bad_value, bad_deriv = diagnose(graph, point)
     nvar = len(graph.variables)
     var_masks = variable_masks(graph)
@@ -140,7 +226,7 @@ def diagnose_hessian(graph: Graph, point: dict) -> tuple[list, bool, np.ndarray,
             ans = dual.apply(n.op, *duals)
             for k in live:
                 p = prim.partials[k](dual, ans, *duals)
-                _, t = _split(p)
+                _, t = split(p)
                 if t is not None and not np.all(np.isfinite(t)):
                     found.append(Diagnostic("undefined", n.op, f"the second derivative of {n.op} does not exist "
                                                                f"at {_call(n.op, args)}"))
@@ -151,8 +237,6 @@ def diagnose_hessian(graph: Graph, point: dict) -> tuple[list, bool, np.ndarray,
 
 
 def _seed(value, k, live):
-    from .methods.forward import Dual
-
     t = np.zeros(len(live))
     t[live.index(k)] = 1.0
     return Dual(np.float64(value), t)

@@ -7,9 +7,10 @@ contribution, and how a node used several times sums its contributions), sympy's
 central differences and Richardson extrapolation made their estimates. The cap is applied here, not
 in the renderer, so that ``--json`` and the table show the same content.
 
-The tangents and adjoints are computed from the primitive table's partial rules, exactly as forward
-and reverse mode do (``tangent = sum(partial_i * tangent_i)``, ``adjoint_i += adjoint * partial_i``);
-the numerical sections only read what :mod:`gradcli.methods.numeric` recorded in its ``detail``.
+The tangents and adjoints are not re-derived here: forward mode's sweep and reverse mode's sweeps run
+as they do for ``gradcli grad``, and this module only observes each of their steps through the hooks
+of the one interpreter and the one reverse sweep; the numerical sections only read what
+:mod:`gradcli.methods.numeric` recorded in its ``detail``.
 """
 from __future__ import annotations
 
@@ -18,10 +19,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .diagnose import diagnose
-from .graph import Graph, node_values
-from .methods import numeric, symbolic
-from .methods.forward import scale_tangent
-from .primitives import PRIMITIVES, NumericOps
+from .graph import Graph
+from .methods import forward, numeric, reverse, symbolic
+from .methods.forward import Dual, split
 from .report import EXIT_OK, EXIT_UNDEFINED, finite_or_none
 
 #: Above this many nodes, lists show their first and last HEAD/TAIL entries and the tree stops at
@@ -245,64 +245,52 @@ def build_tree(graph: Graph, capped: bool) -> tuple[list, int]:
     return rows, len(graph.nodes) - len(shown)
 
 
-def _partials(graph: Graph, vals: list) -> list:
-    """partials[i][k]: the local partial of node i by its k-th argument, None where the argument is
-    constant or the table's rule says "no dependence" (the literal 0.0)."""
-    ops = NumericOps()
-    active = graph.active
-    out: list = []
-    for i, n in enumerate(graph.nodes):
-        if n.op in ("var", "const") or not active[i]:
-            out.append([None] * len(n.args))
-            continue
-        prim = PRIMITIVES[n.op]
-        args = [vals[a] for a in n.args]
-        row = []
-        for rule, a in zip(prim.partials, n.args):
-            p = rule(ops, vals[i], *args) if active[a] else None
-            row.append(None if p is None or (type(p) is float and p == 0.0) else np.float64(p))
-        out.append(row)
-    return out
+def forward_trace(graph: Graph, x: dict, direction: dict) -> tuple[list, list]:
+    """Forward mode's own sweep (:func:`gradcli.methods.forward.sweep`) seeded with ``direction``,
+    observed node by node -> (values, tangents) of every node (tangent 0 where none flows)."""
+    vals: list = []
+    tangents: list = []
+
+    def seen(i, d):
+        v, t = split(d)
+        vals.append(v)
+        # +0.0: a direction's zero components contribute -0.0 terms; the tangent shown is 0
+        tangents.append(np.float64(0.0) if t is None else np.float64(t) + 0.0)
+
+    seeds = {v: Dual(x[v], np.float64(direction[v])) for v in graph.variables}
+    forward.sweep(graph, seeds, observe=seen)
+    return vals, tangents
 
 
-def _tangents(graph: Graph, partials: list, tangent: dict) -> list:
-    t: list = []
-    for i, n in enumerate(graph.nodes):
-        if n.op == "var":
-            t.append(np.float64(tangent.get(n.attr, 0.0)))
-        elif n.op == "const":
-            t.append(np.float64(0.0))
-        else:
-            acc = np.float64(0.0)
-            for p, a in zip(partials[i], n.args):
-                if p is not None and t[a] != 0:
-                    acc = acc + scale_tangent(p, t[a])
-            t.append(acc)
-    return t
+def reverse_trace(graph: Graph, x: dict, shown: int, capped: bool) -> list:
+    """Reverse mode's own sweeps (:func:`gradcli.methods.reverse.jacobian`), observed: one
+    :class:`Sweep` for each of the first ``shown`` outputs. Each row is a node reached, in reverse
+    node order, with its complete adjoint; each edge passes adjoint * partial to an argument, and a
+    node reached along several edges sums the contributions (its ``sources``)."""
+    rows: list = [[] for _ in range(shown)]
+    sources: list = [{} for _ in range(shown)]
+    gradient: list = [{} for _ in range(shown)]
 
+    def seen(r, i, g, edges):
+        if r >= shown:
+            return
+        out = []
+        for a, p, c in edges:
+            sources[r].setdefault(a, []).append({"from": i, "label": label(i), "contribution": c})
+            out.append(Edge(a, label(a), np.float64(p), c))
+        rows[r].append(SweepRow(i, label(i), node_text(graph, i), g, out, sources[r].get(i, [])))
+        if graph.nodes[i].op == "var":
+            gradient[r][graph.nodes[i].attr] = g
 
-def reverse_sweep(graph: Graph, partials: list, k: int, capped: bool) -> Sweep:
-    """Output k's sweep: seed 1, then in reverse node order each node's (complete) adjoint is passed to
-    its arguments as adjoint * partial; a node reached along several edges sums the contributions."""
-    o = graph.outputs[k]
-    adjoint = {o: np.float64(1.0)}
-    sources: dict = {}
-    rows = []
-    for i in range(o, -1, -1):
-        if i not in adjoint:
-            continue
-        g = adjoint[i]
-        edges = []
-        for p, a in zip(partials[i], graph.nodes[i].args):
-            if p is None:
-                continue
-            c = g * p
-            adjoint[a] = adjoint[a] + c if a in adjoint else c
-            sources.setdefault(a, []).append({"from": i, "label": label(i), "contribution": c})
-            edges.append(Edge(a, label(a), p, c))
-        rows.append(SweepRow(i, label(i), node_text(graph, i), g, edges, sources.get(i, [])))
-    gradient = {v: adjoint.get(graph.var_node(v), np.float64(0.0)) for v in graph.variables}
-    return Sweep(k, o, _head_tail(rows, capped), gradient)
+    reverse.jacobian(graph, x, observe=seen)
+    sweeps = []
+    for r in range(shown):
+        o = graph.outputs[r]
+        if not rows[r]:  # a constant output: its seed goes nowhere
+            rows[r].append(SweepRow(o, label(o), node_text(graph, o), np.float64(1.0)))
+        grad = {v: gradient[r].get(v, np.float64(0.0)) for v in graph.variables}
+        sweeps.append(Sweep(r, o, _head_tail(rows[r], capped), grad))
+    return sweeps
 
 
 def _symbolic(graph: Graph, timeout, capped: bool) -> dict:
@@ -367,13 +355,11 @@ def explain(graph: Graph, point: dict, tangent=None, cap: int | None = CAP, expr
     x = {k: np.float64(v) for k, v in point.items()}
     with np.errstate(all="ignore"):
         diags, _, _ = diagnose(graph, point)
-        vals = node_values(graph, x)
-        partials = _partials(graph, vals)
-        tangents = _tangents(graph, partials, direction)
+        vals, tangents = forward_trace(graph, x, direction)
         wengert = [Step(i, label(i), n.op, list(n.args), node_text(graph, i), vals[i], tangents[i])
                    for i, n in enumerate(graph.nodes)]
-        outputs = range(len(graph.outputs)) if not capped else range(min(MAX_SWEEPS, len(graph.outputs)))
-        sweeps = [reverse_sweep(graph, partials, k, capped) for k in outputs]
+        shown = len(graph.outputs) if not capped else min(MAX_SWEEPS, len(graph.outputs))
+        sweeps = reverse_trace(graph, x, shown, capped)
         pairs = _entries(graph, capped)
         central = _central(graph, point, pairs)
         richardson = _richardson(graph, point, pairs)

@@ -1,8 +1,10 @@
 """The expression graph: immutable, hash-consed, topologically ordered.
 
 A node refers to its arguments by index, and arguments always come before their users, so the node list
-is already a Wengert list: every interpreter is a plain loop over it (no recursion, so a chain of
-100,000 nodes is as easy as three).
+is already a Wengert list. :func:`walk` is the one interpreter, a plain loop over it (no recursion,
+so a chain of 100,000 nodes is as easy as three) with an ``Ops`` saying what a value is (a number, an
+array, a dual number, a tape variable, a graph node, a diagnosis); :func:`sweep_back` is the one
+reverse sweep, over this list backward or over a tape.
 """
 from __future__ import annotations
 
@@ -68,11 +70,17 @@ class Graph:
     def active(self) -> tuple:
         """active[i]: node i depends on at least one variable (only those need derivatives)."""
         if self._active is None:
-            act = []
-            for n in self.nodes:
-                act.append(n.op == "var" or any(act[a] for a in n.args))
-            self._active = tuple(act)
+            self._active = tuple(self.depends_on())
         return self._active
+
+    def depends_on(self, names=None) -> list[bool]:
+        """depends[i]: node i depends on at least one of the variables ``names`` (None: any variable)."""
+        names = None if names is None else set(names)
+        depends: list[bool] = []
+        for n in self.nodes:
+            depends.append(n.op == "var" and (names is None or n.attr in names)
+                           or any(depends[a] for a in n.args))
+        return depends
 
     @property
     def last_use(self) -> tuple:
@@ -160,7 +168,102 @@ def _float_text(value: float) -> str:
     return repr(value)
 
 
-# --- the plainest interpreter ------------------------------------------------------------------------
+# --- the one interpreter and the one reverse sweep -----------------------------------------------------
+
+def _float64_const(i, c):
+    return np.float64(c.value)
+
+
+def walk(graph: Graph, ops, inputs, const=None, perturb=None, observe=None, keep: bool = False) -> list:
+    """Every node of ``graph`` through ``ops`` (numbers, arrays, dual numbers, tape variables, graph
+    nodes...): the one forward interpreter, a plain loop with its state in a dict.
+
+    ``inputs`` gives each variable's value: a mapping, or a function of the name (called once per
+    variable node, in node order). Hooks: ``const(i, c)`` makes constant node i's value from its
+    :class:`Const` (default: float64); ``perturb(i, value)`` replaces a computed node's value (one
+    more ulp of rounding: see :func:`evaluate`'s ``jiggle``); ``observe(i, value)`` sees every node's
+    final value in order. Returns the outputs' values, or with ``keep`` every node's (otherwise a
+    value is freed as soon as its last user has read it).
+    """
+    leaf = inputs if callable(inputs) else inputs.__getitem__
+    const = const or _float64_const
+    vals: dict[int, object] = {}
+    last = None if keep else graph.last_use
+    for i, n in enumerate(graph.nodes):
+        if n.op == "var":
+            v = leaf(n.attr)
+        elif n.op == "const":
+            v = const(i, n.attr)
+        else:
+            v = ops.apply(n.op, *(vals[a] for a in n.args))
+            if perturb is not None:
+                v = perturb(i, v)
+        vals[i] = v
+        if observe is not None:
+            observe(i, v)
+        if last is not None:
+            for a in set(n.args):
+                if last[a] == i:
+                    del vals[a]
+    if keep:
+        return [vals[i] for i in range(len(graph.nodes))]
+    return [vals[o] for o in graph.outputs]
+
+
+def _times(g, p, arg):
+    return g * p
+
+
+def _plus(a, b):
+    return a + b
+
+
+def sweep_back(order, args_of, partial, seeds: dict, mul=_times, add=_plus, observe=None,
+               edges: bool = True) -> None:
+    """The one reverse sweep: ``adjoint_i += adjoint * partial_i`` from the seeded nodes to the leaves.
+
+    ``order`` lists the nodes (any hashable keys) users first, so a node's adjoint is complete when it is
+    reached; ``args_of(node)`` are its arguments and ``partial(node, k)`` the local partial by the k-th
+    (None: nothing flows along that edge). ``mul(adjoint, partial, arg)`` and ``add`` make and sum the
+    contributions (numbers by default; graph nodes, unbroadcasting arrays...). ``observe(node, adjoint,
+    edges)`` sees each reached node once, with its complete adjoint and its edges [(arg, partial,
+    contribution)] (None with ``edges`` False); that is where the caller collects what it wants (the
+    leaves' adjoints). State is a dict from which each adjoint is dropped once passed on."""
+    adjoint = dict(seeds)
+    for node in order:
+        g = adjoint.pop(node, None)
+        if g is None:
+            continue
+        seen = [] if edges and observe is not None else None
+        for k, a in enumerate(args_of(node)):
+            p = partial(node, k)
+            if p is None:
+                continue
+            c = mul(g, p, a)
+            adjoint[a] = add(adjoint[a], c) if a in adjoint else c
+            if seen is not None:
+                seen.append((a, p, c))
+        if observe is not None:
+            observe(node, g, seen)
+
+
+def graph_sweep(graph: Graph, output: int, partial, seed=1.0, mul=_times, add=_plus, observe=None) -> dict:
+    """:func:`sweep_back` over ``graph`` from its output number ``output`` (node indices in reverse
+    order) -> {variable name: adjoint} for the variables reached. ``partial(i, k)`` as there."""
+    nodes = graph.nodes
+    o = graph.outputs[output]
+    found: dict = {}
+
+    def seen(i, g, edges):
+        if nodes[i].op == "var":
+            found[nodes[i].attr] = g
+        if observe is not None:
+            observe(i, g, edges)
+
+    sweep_back(range(o, -1, -1), lambda i: nodes[i].args, partial, {o: seed}, mul, add, seen,
+               edges=observe is not None)
+    return found
+
 
 def evaluate(graph: Graph, inputs: dict, xp=np, dtype=None, jiggle=None) -> list:
     """Values of the outputs for ``inputs`` (name -> number or array; arrays broadcast together).
@@ -170,23 +273,9 @@ def evaluate(graph: Graph, inputs: dict, xp=np, dtype=None, jiggle=None) -> list
     result gets one extra rounding error of one ulp in that direction, so that comparing with a plain
     evaluation shows how much rounding the result carries.
     """
-    ops = NumericOps(xp)
-    vals: dict[int, object] = {}
-    last = graph.last_use
-    for i, n in enumerate(graph.nodes):
-        if n.op == "var":
-            vals[i] = inputs[n.attr]
-        elif n.op == "const":
-            vals[i] = xp.asarray(n.attr.value, dtype=dtype) if dtype is not None else np.float64(n.attr.value)
-        else:
-            v = ops.apply(n.op, *(vals[a] for a in n.args))
-            if jiggle is not None:
-                v = v * (1 + _EPS * jiggle(i))
-            vals[i] = v
-            for a in set(n.args):
-                if last[a] == i:
-                    del vals[a]
-    return [vals[o] for o in graph.outputs]
+    const = None if dtype is None else (lambda i, c: xp.asarray(c.value, dtype=dtype))
+    perturb = None if jiggle is None else (lambda i, v: v * (1 + _EPS * jiggle(i)))
+    return walk(graph, NumericOps(xp), inputs, const=const, perturb=perturb)
 
 
 _EPS = np.finfo(np.float64).eps
@@ -195,13 +284,4 @@ _EPS = np.finfo(np.float64).eps
 def node_values(graph: Graph, inputs: dict, xp=np, ops=None) -> list:
     """The value of every node (kept, not freed): for diagnostics and explanations, or, with other
     ``ops`` (tape variables, dual numbers), to record a tape over the whole graph."""
-    ops = ops or NumericOps(xp)
-    vals: list = []
-    for n in graph.nodes:
-        if n.op == "var":
-            vals.append(inputs[n.attr])
-        elif n.op == "const":
-            vals.append(np.float64(n.attr.value))
-        else:
-            vals.append(ops.apply(n.op, *(vals[a] for a in n.args)))
-    return vals
+    return walk(graph, ops or NumericOps(xp), inputs, keep=True)

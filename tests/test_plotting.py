@@ -86,6 +86,21 @@ def test_a_kink_on_the_grid_has_no_derivative_there():
     assert np.isfinite(np.delete(d.df[0], 100)).all()
 
 
+def test_only_kinks_and_partials_along_the_plotted_variable_count():
+    # x**y with y held at 2: d/dx = 2x exists for x < 0, although d/dy (log(x) * x**y) does not
+    d = plot_data(parse("x**y"), "x", -3, -1, {"y": 2.0}, n=5, timeout=None)
+    assert np.allclose(d.df[0], 2 * d.x, rtol=1e-12, atol=0)
+    # sqrt(y) at y = 0 has no derivative by y, but plotting against x it is a constant
+    d = plot_data(parse("sqrt(y)*x"), "x", -1, 1, {"y": 0.0}, n=5, timeout=None)
+    assert np.all(d.df[0] == 0.0) and np.all(d.f[0] == 0.0)
+
+
+def test_an_intermediate_overflow_with_a_finite_result_is_drawn():
+    # exp(x) overflows at x = 800; 1/exp(x) is then 0, which is what float64 and the picture show
+    d = plot_data(parse("1/exp(x)"), "x", 700, 800, {}, n=3, timeout=None)
+    assert d.f[0][-1] == 0.0 and d.f[0][0] == pytest.approx(math.exp(-700), rel=1e-12)
+
+
 def test_vector_expressions_have_one_row_per_output():
     d = plot_data(parse("x*y, y/x"), "x", -1, 1, {"y": 2.0}, n=20)
     assert d.f.shape == d.df.shape == (2, 20)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..graph import Graph, GraphBuilder, Node
+from ..graph import Graph, GraphBuilder, Node, graph_sweep, walk
 from ..primitives import PRIMITIVES, Ops
 
 
@@ -132,40 +132,25 @@ def gradient_graph(graph: Graph, absolute: bool = False) -> Graph:
     """
     b = GraphBuilder()
     F = GraphOps(b)
-    h: list = []
-    for n in graph.nodes:
-        if n.op == "var":
-            h.append(Handle(b, b.var(n.attr)))
-        elif n.op == "const":
-            h.append(float(n.attr.value))  # plain numbers: folded and simplified wherever they meet
-        else:
-            h.append(F.apply(n.op, *(h[a] for a in n.args)))
+    # plain numbers for the constants: folded and simplified wherever they meet
+    h = walk(graph, F, lambda name: Handle(b, b.var(name)), const=lambda i, c: float(c.value), keep=True)
     for v in graph.variables:  # keep the variable order, also for variables the outputs ignore
         b.var(v)
     active = graph.active
+
+    def partial(i, k):
+        node = graph.nodes[i]
+        if not active[node.args[k]]:
+            return None
+        p = PRIMITIVES[node.op].partials[k](F, h[i], *(h[a] for a in node.args))
+        if absolute:
+            p = abs(p) if isinstance(p, float) else F.abs(p)
+        return p
+
     rows = []
-    for o in graph.outputs:
-        adjoint: dict = {o: 1.0}
-        by_var: dict = {}
-        for i in range(o, -1, -1):
-            if i not in adjoint:
-                continue
-            a = adjoint.pop(i)
-            node = graph.nodes[i]
-            if node.op == "var":
-                by_var[node.attr] = a
-                continue
-            if node.op == "const":
-                continue
-            args = [h[k] for k in node.args]
-            for rule, k in zip(PRIMITIVES[node.op].partials, node.args):
-                if not active[k]:
-                    continue
-                p = rule(F, h[i], *args)
-                if absolute:
-                    p = abs(p) if isinstance(p, float) else F.abs(p)
-                term = _binary("mul", a, p)
-                adjoint[k] = _binary("add", adjoint[k], term) if k in adjoint else term
+    for r in range(len(graph.outputs)):
+        by_var = graph_sweep(graph, r, partial, 1.0, mul=lambda a, p, k: _binary("mul", a, p),
+                             add=lambda x, y: _binary("add", x, y))
         rows.extend(by_var.get(v, 0.0) for v in graph.variables)
     outs = [F.node(h[o]) for o in graph.outputs] + [F.node(r) for r in rows]
     nodes, outs = prune(b.nodes, outs)

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..diagnose import output_masks, straddles, variable_masks
+from ..diagnose import diagnose_batch as diagnose, straddles  # noqa: F401 - diagnose: batch/compare's name
 from ..graph import Graph, evaluate
 from ..methods.forward import Dual, DualOps, sweep
 from ..methods import numeric
 from ..methods.numeric import ESTIMATE_GAP, RIDDERS_CON, RIDDERS_H0
-from ..primitives import PRIMITIVES, NumericOps
 
 #: Ridders' tableau in batch: fewer rows than at one point (8 instead of 14): steps from h0 to h0/128.
 BATCH_RIDDERS_ROWS = 8
@@ -76,87 +75,6 @@ def rounding_spread(graph: Graph, inputs: dict, J0, xp, dtype, seed: int = 0, n:
         _, Jj = forward(graph, inputs, xp, dtype, jiggle=signs, n=n)
         spread = xp.fmax(spread, xp.abs(Jj - J0))
     return spread
-
-
-# --- undefined points and kinks, elementwise -----------------------------------------------------------
-
-def _masks(graph: Graph):
-    return variable_masks(graph), output_masks(graph)
-
-
-def diagnose(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
-    """:func:`gradcli.diagnose.diagnose` over arrays: the table's domain, smooth and kink predicates and
-    the finiteness of every value and partial, evaluated elementwise.
-
-    -> (bad_value (m, N), bad_deriv (m, nvars, N), reasons {(kind, op, text): (count, first index)}).
-    """
-    N = _n_points(inputs, n)
-    m, nv = len(graph.outputs), len(graph.variables)
-    bad_value = xp.zeros((m, N), dtype=bool)
-    bad_deriv = xp.zeros((m, nv, N), dtype=bool)
-    reasons: dict = {}
-    var_masks, out_masks = _masks(graph)
-    ops = NumericOps(xp)
-    active, last = graph.active, graph.last_use
-    vals: dict = {}
-    full = lambda b: xp.broadcast_to(xp.asarray(b, dtype=bool), (N,))
-
-    def note(kind, op, text, mask):
-        count = int(mask.sum())
-        if count:
-            first = int(xp.argmax(mask))
-            c, f = reasons.get((kind, op, text), (0, first))
-            reasons[(kind, op, text)] = (c + count, f)
-
-    for i, nd in enumerate(graph.nodes):
-        if nd.op == "var":
-            vals[i] = inputs[nd.attr]
-            continue
-        if nd.op == "const":
-            vals[i] = dtype(nd.attr.value)
-            continue
-        prim = PRIMITIVES[nd.op]
-        args = [vals[a] for a in nd.args]
-        v = prim.value(xp, *args)
-        vals[i] = v
-        ok = full(True)
-        for a in args:
-            ok = ok & full(xp.isfinite(a))
-        value_bad = full(False)
-        if prim.domain is not None:
-            dom = ok & ~full(prim.domain(xp, *args))
-            note("undefined", nd.op, f"outside the domain of {nd.op} ({prim.domain_text})", dom)
-            value_bad = value_bad | dom
-        over = ok & ~value_bad & ~full(xp.isfinite(v))
-        note("undefined", nd.op, f"{nd.op} is not finite (overflow)", over)
-        value_bad = value_bad | over
-        deriv_bad = value_bad
-        if active[i]:
-            live = ok & ~value_bad
-            if prim.kink is not None:
-                kink = live & full(prim.kink(xp, *args))
-                note("nondifferentiable", nd.op, f"on a kink of {nd.op}", kink)
-                deriv_bad, live = deriv_bad | kink, live & ~kink
-            if prim.smooth is not None:
-                rough = live & ~full(prim.smooth(xp, *args))
-                note("undefined", nd.op, f"the derivative of {nd.op} does not exist ({prim.smooth_text})", rough)
-                deriv_bad, live = deriv_bad | rough, live & ~rough
-            inf = full(False)
-            for rule, a in zip(prim.partials, nd.args):
-                if active[a]:
-                    inf = inf | (live & ~full(xp.isfinite(rule(ops, v, *args))))
-            note("undefined", nd.op, f"the derivative of {nd.op} is not finite", inf)
-            deriv_bad = deriv_bad | inf
-        if bool(deriv_bad.any()):
-            for j in range(m):
-                if out_masks[i] >> j & 1:
-                    bad_value[j] |= value_bad
-                    for k in range(nv):
-                        bad_deriv[j, k] |= value_bad if not var_masks[i] >> k & 1 else deriv_bad
-        for a in set(nd.args):
-            if last[a] == i:
-                del vals[a]
-    return bad_value, bad_deriv, reasons
 
 
 # --- finite differences, vectorised --------------------------------------------------------------------

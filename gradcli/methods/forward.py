@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph import Graph
+from ..graph import Graph, walk
 from ..primitives import PRIMITIVES, NumericOps, Ops
 
 
@@ -43,7 +43,8 @@ class Dual:
     def __pos__(self): return self
 
 
-def _split(a):
+def split(a):
+    """(value, tangent) of a dual number; (a, None) for anything else."""
     return (a.value, a.tangent) if isinstance(a, Dual) else (a, None)
 
 
@@ -70,11 +71,11 @@ class DualOps(Ops):
 
     def apply(self, name, *args):
         prim = PRIMITIVES[name]
-        split = [_split(a) for a in args]
-        vals = [v for v, _ in split]
+        parts = [split(a) for a in args]
+        vals = [v for v, _ in parts]
         ans = self.inner.apply(name, *vals)
         tangent = None
-        for rule, (_, t) in zip(prim.partials, split):
+        for rule, (_, t) in zip(prim.partials, parts):
             if t is None:
                 continue
             p = rule(self.inner, ans, *vals)
@@ -85,39 +86,40 @@ class DualOps(Ops):
             term = t if (isinstance(p, float) and p == 1.0) else scale_tangent(p, t)
             tangent = term if tangent is None else tangent + term
         if tangent is None:
-            return ans if all(t is None for _, t in split) else self.dual(ans, 0.0)
+            return ans if all(t is None for _, t in parts) else self.dual(ans, 0.0)
         return self.dual(ans, tangent)
 
 
 F = DualOps()
 
 
-def sweep(graph: Graph, seeds: dict, ops: DualOps = F, dtype=np.float64, jiggle=None) -> list:
+def jiggled(jiggle, dtype=np.float64) -> dict:
+    """The hooks of :func:`gradcli.graph.walk` that add one ulp of rounding in the direction of
+    ``jiggle[i]`` (signs, shape (nodes, 2): value, tangent) to every computed value and tangent and to
+    every inexact constant (its exact text is not its float); no hooks for ``jiggle`` None."""
+    if jiggle is None:
+        return {"const": lambda i, c: dtype(c.value)}
+    eps = np.finfo(dtype).eps
+
+    def const(i, c):
+        v = dtype(c.value)
+        return v if c.exact() == c.value else dtype(v * (1 + eps * jiggle[i, 0]))
+
+    def perturb(i, d):
+        up, tu = 1 + eps * jiggle[i, 0], 1 + eps * jiggle[i, 1]
+        return Dual(d.value * up, d.tangent * tu) if isinstance(d, Dual) else d * up
+
+    return {"const": const, "perturb": perturb}
+
+
+def sweep(graph: Graph, seeds: dict, ops: DualOps = F, dtype=np.float64, jiggle=None, observe=None) -> list:
     """Push dual numbers through ``graph``: ``seeds`` maps each variable to its Dual; returns the outputs
     (Dual, or a plain number for an output that depends on no variable). Values may be numbers or
     arrays, so the same loop serves one point and a batch. With ``jiggle`` (signs, shape (nodes, 2)),
     every computed value and tangent, and every inexact constant, gets one extra rounding error of one
-    ulp in that direction: see :func:`rounding_spread`."""
-    eps = np.finfo(dtype).eps
-    vals: dict[int, object] = {}
-    last = graph.last_use
-    for i, node in enumerate(graph.nodes):
-        if node.op == "var":
-            vals[i] = seeds[node.attr]
-        elif node.op == "const":
-            c = dtype(node.attr.value)
-            exact = jiggle is None or node.attr.exact() == node.attr.value
-            vals[i] = c if exact else dtype(c * (1 + eps * jiggle[i, 0]))
-        else:
-            d = ops.apply(node.op, *(vals[a] for a in node.args))
-            if jiggle is not None:
-                up, tu = 1 + eps * jiggle[i, 0], 1 + eps * jiggle[i, 1]
-                d = Dual(d.value * up, d.tangent * tu) if isinstance(d, Dual) else d * up
-            vals[i] = d
-            for a in set(node.args):
-                if last[a] == i:
-                    del vals[a]
-    return [vals[o] for o in graph.outputs]
+    ulp in that direction: see :func:`rounding_spread`. ``observe(i, dual)`` sees every node's result
+    (:func:`gradcli.graph.walk`)."""
+    return walk(graph, ops, seeds, observe=observe, **jiggled(jiggle, dtype))
 
 
 def jacobian(graph: Graph, point: dict, jiggle: np.ndarray | None = None) -> tuple[list, np.ndarray]:
@@ -133,7 +135,7 @@ def jacobian(graph: Graph, point: dict, jiggle: np.ndarray | None = None) -> tup
         outs = sweep(graph, seeds, jiggle=jiggle)
     values, rows = [], []
     for out in outs:
-        v, t = _split(out)
+        v, t = split(out)
         values.append(float(v))
         rows.append(np.zeros(n) if t is None else np.broadcast_to(np.asarray(t, dtype=float), (n,)))
     return values, np.array(rows, dtype=float).reshape(len(graph.outputs), n)
@@ -147,7 +149,7 @@ def magnitudes(graph: Graph, point: dict) -> np.ndarray:
     seeds = {v: Dual(np.float64(point[v]), eye[k]) for k, v in enumerate(graph.variables)}
     with np.errstate(all="ignore"):
         outs = sweep(graph, seeds, DualOps(partial=np.abs))
-    rows = [np.broadcast_to(np.asarray(_split(o)[1] if isinstance(o, Dual) else 0.0, dtype=float), (n,))
+    rows = [np.broadcast_to(np.asarray(split(o)[1] if isinstance(o, Dual) else 0.0, dtype=float), (n,))
             for o in outs]
     return np.array(rows, dtype=float).reshape(len(graph.outputs), n)
 

@@ -22,13 +22,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import sympy
 
-from ..graph import Graph
+from ..graph import Graph, walk
 from . import forward, numeric, reverse, symbolic
 from ..primitives import NumericOps
-from .forward import Dual, DualOps, _split
+from .forward import Dual, DualOps, jiggled, split
 from .reverse import TapeOps, Var
 
-_EPS = np.finfo(np.float64).eps
 #: The tape over dual numbers (forward-over-reverse) and dual numbers over the tape (reverse-over-forward).
 _TAPE_OF_DUALS = TapeOps(DualOps())
 _DUALS_OF_TAPE = DualOps(inner=TapeOps())
@@ -53,23 +52,6 @@ def _require_scalar(graph: Graph):
         raise ValueError(f"a Hessian needs a scalar expression; this one has {len(graph.outputs)} outputs")
 
 
-def _run_graph(graph: Graph, ops, leaf):
-    """Every node through ``ops`` with ``leaf(name)`` for the variables; returns the output's value."""
-    vals: dict = {}
-    last = graph.last_use
-    for i, node in enumerate(graph.nodes):
-        if node.op == "var":
-            vals[i] = leaf(node.attr)
-        elif node.op == "const":
-            vals[i] = np.float64(node.attr.value)
-        else:
-            vals[i] = ops.apply(node.op, *(vals[a] for a in node.args))
-            for a in set(node.args):
-                if last[a] == i:
-                    del vals[a]
-    return vals[graph.outputs[0]]
-
-
 def forward_over_reverse(graph: Graph, point: dict, tangents=None) -> HessianResult:
     """The Hessian (or H @ tangents, with ``tangents`` of shape (nvars,) or (nvars, k)) by one reverse
     sweep of a tape whose values are dual numbers."""
@@ -80,19 +62,19 @@ def forward_over_reverse(graph: Graph, point: dict, tangents=None) -> HessianRes
     with np.errstate(all="ignore"):
         leaves = {name: Var(Dual(np.float64(point[name]), V[column[name]].copy()), requires_grad=True)
                   for name in graph.variables}
-        out = _run_graph(graph, _TAPE_OF_DUALS, leaves.__getitem__)
+        out = walk(graph, _TAPE_OF_DUALS, leaves)[0]
         inputs = [leaves[name] for name in graph.variables]
         value = out.value if isinstance(out, Var) else out
         if isinstance(out, Var) and out.requires_grad:
             adjoints = reverse.grad(out, inputs, seeds=1.0)
         else:  # a constant
             adjoints = [0.0] * n
-    value = float(_split(value)[0])
+    value = float(split(value)[0])
     grad = np.zeros(n)
     H = np.zeros((n, V.shape[1]))
     for j, a in enumerate(adjoints):
-        g, t = _split(a)
-        grad[j] = float(_split(g)[0]) if isinstance(g, Dual) else float(np.asarray(g))
+        g, t = split(a)
+        grad[j] = float(split(g)[0]) if isinstance(g, Dual) else float(np.asarray(g))
         if t is not None:
             H[j] = np.broadcast_to(np.asarray(t, dtype=np.float64), (V.shape[1],))
     return HessianResult(value, grad, H if tangents is None else H.reshape(np.shape(tangents)))
@@ -116,9 +98,9 @@ def reverse_over_forward(graph: Graph, point: dict) -> HessianResult:
         inputs = [leaves[name] for name in graph.variables]
         for k, name_k in enumerate(graph.variables):
             # only x_k carries a tangent: the other variables are plain Vars (no zero tangents recorded)
-            out = _run_graph(graph, _DUALS_OF_TAPE,
-                             lambda name: Dual(leaves[name], 1.0) if name == name_k else leaves[name])
-            v, t = _split(out)
+            out = walk(graph, _DUALS_OF_TAPE,
+                       lambda name: Dual(leaves[name], 1.0) if name == name_k else leaves[name])[0]
+            v, t = split(out)
             value = float(np.asarray(v.value if isinstance(v, Var) else v))
             if t is None:
                 continue
@@ -126,7 +108,7 @@ def reverse_over_forward(graph: Graph, point: dict) -> HessianResult:
             if isinstance(t, Var) and t.requires_grad:
                 H[k] = [float(np.asarray(g)) for g in reverse.grad(t, inputs)]
         if n == 0:
-            out = _run_graph(graph, _DUALS_OF_TAPE, leaves.__getitem__)
+            out = walk(graph, _DUALS_OF_TAPE, leaves)[0]
             value = float(np.asarray(out.value if isinstance(out, Var) else out))
     return HessianResult(value, grad, H)
 
@@ -144,7 +126,7 @@ def _gradient_stencil(graph: Graph):
             col[k] = x[k] + deltas[:, k]
             leaves.append(Var(col.ravel(), requires_grad=True))
         with np.errstate(all="ignore"):
-            out = _run_graph(graph, reverse.F, dict(zip(graph.variables, leaves)).__getitem__)
+            out = walk(graph, reverse.F, dict(zip(graph.variables, leaves)))[0]
             if not (isinstance(out, Var) and out.requires_grad):
                 return np.zeros((n, m, n))
             gs = reverse.grad(out, leaves, seeds=np.ones(np.shape(out.value)))
@@ -251,24 +233,13 @@ def forward_over_forward(graph: Graph, point: dict, jiggle: np.ndarray | None = 
     H = np.zeros((n, n))
     with np.errstate(all="ignore"):
         for k in range(n):
-            vals: list = []
-            for i, node in enumerate(graph.nodes):
-                if node.op == "var":
-                    j = column[node.attr]
-                    vals.append(D(D(np.float64(point[node.attr]), eye[j]), D(eye[k, j], 0.0)))
-                elif node.op == "const":
-                    c = np.float64(node.attr.value)
-                    exact = jiggle is None or node.attr.exact() == c
-                    vals.append(c if exact else c * (1 + _EPS * jiggle[i, 0]))
-                else:
-                    d = ops.apply(node.op, *(vals[a] for a in node.args))
-                    if jiggle is not None:
-                        up, tu = 1 + _EPS * jiggle[i, 0], 1 + _EPS * jiggle[i, 1]
-                        d = Dual(d.value * up, d.tangent * tu) if isinstance(d, Dual) else d * up
-                    vals.append(d)
-            _, t = _split(vals[graph.outputs[0]])
+            def leaf(name, k=k):
+                j = column[name]
+                return D(D(np.float64(point[name]), eye[j]), D(eye[k, j], 0.0))
+
+            _, t = split(walk(graph, ops, leaf, **jiggled(jiggle))[0])
             if t is not None:
-                _, row = _split(t)
+                _, row = split(t)
                 if row is not None:
                     H[k] = np.broadcast_to(np.asarray(row, dtype=np.float64), (n,))
     return H

@@ -5,7 +5,8 @@ Each operation on a :class:`Var` that requires grad records its arguments and th
 from the output into a Wengert list and accumulates ``adjoint_i += adjoint * partial_i`` from the output
 to the leaves. As in PyTorch: leaves accumulate into ``.grad`` across calls, the saved partials are freed
 after a backward unless ``retain_graph=True``, and ``grad`` is the functional form that leaves ``.grad``
-alone. :func:`jacobian` runs a :class:`~gradcli.graph.Graph` on the tape.
+alone. The tape and :func:`jacobian` (a :class:`~gradcli.graph.Graph` swept directly, without Vars)
+share the one reverse sweep, :func:`gradcli.graph.sweep_back`.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..graph import node_values
+from ..graph import graph_sweep, node_values, sweep_back
 from ..primitives import PRIMITIVES, NumericOps, Ops
 
 _NUMERIC = NumericOps(np)
@@ -188,6 +189,10 @@ def _unbroadcast(g, shape):
     return g if g.shape == shape else np.broadcast_to(g, shape)
 
 
+def _unbroadcast_times(g, partial, arg):
+    return _unbroadcast(g * partial, arg.shape)
+
+
 def _owned(g, shape):
     """A fresh array (numpy scalar for 0-d) of ``shape``: never a view of a seed or a partial."""
     return np.array(np.broadcast_to(g, shape))[()]
@@ -211,28 +216,26 @@ def _sweep(outputs, seeds, retain_graph, wanted):
         if not out._requires_grad:
             raise RuntimeError("differentiating a Var that does not require grad: none of its inputs was "
                                "created with requires_grad=True, so it is a constant")
-    adjoint: dict[int, object] = {}
+    seeded: dict = {}
     for out, seed in zip(outputs, seeds):
         g = _seed(out, seed)
-        adjoint[id(out)] = adjoint[id(out)] + g if id(out) in adjoint else g
+        seeded[out] = seeded[out] + g if out in seeded else g
     order = _wengert(outputs)
     if any(node._partials is None for node in order):
         raise RuntimeError(_FREED)  # checked up front, so a failed backward changes no .grad
     found = {id(v): None for v in wanted} if wanted is not None else None
-    for node in reversed(order):
-        g = adjoint.pop(id(node), None)  # every user of node is done: its adjoint is complete
-        if g is None:
-            continue
+
+    def reached(node, g, edges):
         if found is not None:
             if id(node) in found:
                 found[id(node)] = g
         elif node._leaf:
             g = _owned(g, node.shape)
             node.grad = g if node.grad is None else node.grad + g
-        for parent, partial in zip(node._parents, node._partials):
-            contrib = _unbroadcast(g * partial, parent.shape)
-            key = id(parent)
-            adjoint[key] = adjoint[key] + contrib if key in adjoint else contrib
+
+    # keyed by the Vars themselves (hashed by identity), users before their arguments
+    sweep_back(reversed(order), lambda node: node._parents, lambda node, k: node._partials[k],
+               seeded, _unbroadcast_times, observe=reached, edges=False)
     if not retain_graph:
         for node in order:
             if not node._leaf:
@@ -267,25 +270,50 @@ def grad(outputs, inputs: Sequence[Var], seeds=None, retain_graph: bool = False)
     return _sweep(outputs, seeds, retain_graph, wanted=inputs)
 
 
-def jacobian(graph, point: dict) -> tuple[list, np.ndarray]:
+def local_partials(graph, vals: list, ops: Ops = _NUMERIC):
+    """partial(i, k) for :func:`gradcli.graph.graph_sweep`: node i's partial by its k-th argument from
+    the table's rule on ``vals`` (every node's value), None where that argument is constant or the rule
+    says "no dependence" (the literal 0.0); each node's partials are computed once, when first needed."""
+    active, nodes = graph.active, graph.nodes
+    memo: dict = {}
+
+    def partial(i, k):
+        row = memo.get(i)
+        if row is None:
+            n = nodes[i]
+            args = [vals[a] for a in n.args]
+            row = memo[i] = [None if not active[a] else _none_if_zero(rule(ops, vals[i], *args))
+                             for rule, a in zip(PRIMITIVES[n.op].partials, n.args)]
+        return row[k]
+
+    return partial
+
+
+def _none_if_zero(p):
+    return None if type(p) is float and p == 0.0 else p
+
+
+def jacobian(graph, point: dict, observe=None) -> tuple[list, np.ndarray]:
     """Values of the graph's outputs at ``point`` and their Jacobian (rows: outputs, columns: variables).
 
-    One pass over the nodes records the tape; then one reverse sweep per output row. Division by zero
-    and domain errors give inf/nan, never exceptions.
+    One pass over the nodes gives every value; then one reverse sweep over the graph per output row
+    (:func:`gradcli.graph.graph_sweep`), ``observe(row, node, adjoint, edges)`` seeing each of its
+    steps. Division by zero and domain errors give inf/nan, never exceptions.
     """
     with np.errstate(all="ignore"):
         # float64 even for an int or float32 point: the reference methods all work in float64
-        leaves = {name: Var(np.asarray(point[name], dtype=np.result_type(np.float64, point[name])),
-                            requires_grad=True) for name in graph.variables}
-        vals = node_values(graph, leaves, ops=F)
-        outs = [vals[o] for o in graph.outputs]
-        del vals
-        inputs = [leaves[name] for name in graph.variables]
-        dtype = np.result_type(np.float64, *(v.value for v in inputs))
-        jac = np.zeros((len(outs), len(inputs)), dtype=dtype)
-        rows = [r for r, out in enumerate(outs) if isinstance(out, Var) and out.requires_grad]
-        for r in rows:
-            g = grad(outs[r], inputs, retain_graph=r != rows[-1])
-            jac[r] = [np.asarray(x).item() for x in g]
-        values = [np.asarray(out.value if isinstance(out, Var) else out).item() for out in outs]
+        x = {name: _as_value(np.asarray(point[name], dtype=np.result_type(np.float64, point[name])))
+             for name in graph.variables}
+        vals = node_values(graph, x)
+        dtype = np.result_type(np.float64, *x.values())
+        jac = np.zeros((len(graph.outputs), len(graph.variables)), dtype=dtype)
+        partial = local_partials(graph, vals)
+        active = graph.active
+        for r, o in enumerate(graph.outputs):
+            if not active[o]:
+                continue
+            seen = None if observe is None else (lambda i, g, edges, r=r: observe(r, i, g, edges))
+            adjoints = graph_sweep(graph, r, partial, np.ones_like(vals[o])[()], observe=seen)
+            jac[r] = [np.asarray(adjoints.get(name, 0.0)).item() for name in graph.variables]
+        values = [np.asarray(vals[o]).item() for o in graph.outputs]
     return values, jac

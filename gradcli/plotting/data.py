@@ -14,8 +14,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..diagnose import output_masks
+from ..batch.backend import execute
+from ..batch.compile import compile_graph
+from ..diagnose import diagnose_points, output_masks
 from ..graph import Graph, evaluate, node_values
+from ..methods import numeric
 from ..primitives import PRIMITIVES
 
 EPS = float(np.finfo(np.float64).eps)
@@ -100,9 +103,6 @@ def plot_data(graph: Graph, var: str, lo: float, hi: float, fixed: dict, n: int 
               timeout: float | None = 5.0) -> PlotData:
     """Values and derivatives by ``var`` of every output of ``graph`` at ``n`` points from ``lo`` to
     ``hi``, with every other variable at its value in ``fixed``."""
-    from ..batch.backend import execute
-    from ..batch.compile import compile_graph
-
     if var not in graph.variables:
         raise ValueError(f"{var} is not a variable of the expression")
     x = np.linspace(float(lo), float(hi), int(n))
@@ -150,44 +150,35 @@ def _symbolic_on_grid(graph, var, inputs, n, timeout):
 
 
 def _defects(graph: Graph, var: str, inputs: dict, n: int):
-    """Pointwise: where a value is undefined and where the derivative does not exist (the table's
-    domain, kink and smooth predicates on the grid). Between points: which segments cross a pole,
-    a jump or a kink. -> (bad_f, bad_df, f_breaks, df_breaks); breaks are per output
-    {index: is_pole}."""
+    """Pointwise: where a value is undefined and where the derivative by ``var`` does not exist (the
+    one diagnosis, :func:`gradcli.diagnose.diagnose_points`, over the grid). Between points: which
+    segments cross a pole, a jump or a kink. -> (bad_f, bad_df, f_breaks, df_breaks); breaks are per
+    output {index: is_pole}."""
     m = len(graph.outputs)
-    bad_f = np.zeros((m, n), dtype=bool)
-    bad_df = np.zeros((m, n), dtype=bool)
+    # the other variables are held fixed: only kinks and partials along ``var`` count
+    bad_f, bad_deriv = diagnose_points(graph, inputs, n=n, wrt=[var], overflow=False)
+    bad_df = bad_deriv[:, graph.variables.index(var)]
     f_breaks = [dict() for _ in range(m)]
     df_breaks = [dict() for _ in range(m)]
-    depends = []
-    for node in graph.nodes:
-        depends.append(node.op == "var" and node.attr == var or any(depends[a] for a in node.args))
+    depends = graph.depends_on([var])
     reaches = output_masks(graph)
+    switched = [i for i, node in enumerate(graph.nodes)
+                if depends[i] and node.op in PRIMITIVES and PRIMITIVES[node.op].switch is not None]
+    if not switched:
+        return bad_f, bad_df, f_breaks, df_breaks
     with np.errstate(all="ignore"):
         vals = node_values(graph, inputs)
-        for i, node in enumerate(graph.nodes):
-            if node.op in ("var", "const") or not depends[i]:
-                continue
-            prim = PRIMITIVES[node.op]
-            args = [np.broadcast_to(np.asarray(vals[a], dtype=float), (n,)) for a in node.args]
-            outs = [j for j in range(m) if reaches[i] >> j & 1]
-            undefined = ~prim.domain(np, *args) if prim.domain is not None else np.zeros(n, dtype=bool)
-            rough = np.zeros(n, dtype=bool)
-            if prim.kink is not None:
-                rough |= np.asarray(prim.kink(np, *args), dtype=bool)
-            if prim.smooth is not None:
-                rough |= ~np.asarray(prim.smooth(np, *args), dtype=bool)
-            if prim.switch is not None:
-                kind = prim.switch_kind
-                s = np.sign(np.asarray(prim.switch(np, *args), dtype=float))
-                cross = np.flatnonzero(np.isfinite(s[:-1]) & np.isfinite(s[1:]) & (s[:-1] != s[1:]))
-                for j in outs:
-                    if kind != "kink":
-                        f_breaks[j].update({int(c): kind == "pole" for c in cross})
-                    df_breaks[j].update({int(c): kind == "pole" for c in cross})
-            for j in outs:
-                bad_f[j] |= undefined
-                bad_df[j] |= undefined | rough
+    for i in switched:
+        node = graph.nodes[i]
+        prim = PRIMITIVES[node.op]
+        args = [np.broadcast_to(np.asarray(vals[a], dtype=float), (n,)) for a in node.args]
+        with np.errstate(all="ignore"):
+            s = np.sign(np.asarray(prim.switch(np, *args), dtype=float))
+        cross = np.flatnonzero(np.isfinite(s[:-1]) & np.isfinite(s[1:]) & (s[:-1] != s[1:]))
+        for j in (j for j in range(m) if reaches[i] >> j & 1):
+            if prim.switch_kind != "kink":
+                f_breaks[j].update({int(c): prim.switch_kind == "pole" for c in cross})
+            df_breaks[j].update({int(c): prim.switch_kind == "pole" for c in cross})
     return bad_f, bad_df, f_breaks, df_breaks
 
 
@@ -225,8 +216,6 @@ def step_data(graph: Graph, point: dict, var: str | None = None, steps=DEFAULT_S
     the fitted slopes of each branch of the V; the textbook optima.
 
     Raises ValueError where the reference derivative is not a finite number at the point."""
-    from ..methods import numeric
-
     var = graph.variables[0] if var is None else var
     k = graph.variables.index(var)
     h = np.asarray(steps, dtype=float)
@@ -266,7 +255,7 @@ def step_data(graph: Graph, point: dict, var: str | None = None, steps=DEFAULT_S
 def _reference(graph, point, k, output, messages, timeout):
     """The reference derivative as a double-double (hi, lo), so that errors below 1e-16 still show:
     sympy's 35 digits; where sympy is unavailable, complex step (or Richardson), said in messages."""
-    from ..methods import numeric, symbolic
+    from ..methods import symbolic
 
     sym = symbolic.symbolic(graph, point, timeout=timeout)
     if sym.status == "ok":
