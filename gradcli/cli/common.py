@@ -7,8 +7,9 @@ import sys
 import click
 from rich.console import Console
 
-from ..render.json import error_document
+from ..api import split_top_level
 from ..errors import BadInput
+from ..render.json import error_document
 from ..report import EXIT_BAD_INPUT
 
 
@@ -42,21 +43,6 @@ class JsonCommand(click.Command):
             if "--json" in options:
                 click.echo(error_document(exc.format_message()))
             raise
-
-
-def split_top_level(text: str, sep: str = ",") -> list[str]:
-    """Split on ``sep`` outside parentheses: ``"x=atan2(1, 2), y=3"`` is two items."""
-    items, depth, cur = [], 0, []
-    for ch in text:
-        depth += ch == "("
-        depth -= ch == ")"
-        if ch == sep and depth == 0:
-            items.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    items.append("".join(cur))
-    return [i.strip() for i in items if i.strip()]
 
 
 def parse_assignments(values, parse_constant, option: str = "--at") -> dict:

@@ -31,13 +31,15 @@ from .formats import check_format, format_option
               help="Batch mode: the points from a .npy, .npz or .csv file (header of variable names).")
 @click.option("--seed", type=int, default=None, help="With --batch: the random seed (default 0).")
 @click.option("--device", default=None, metavar="cpu|cuda|auto", help="Batch mode: where to compute (default cpu).")
+@click.option("--engine", default=None, metavar="numpy|numba|cuda",
+              help="Batch mode: the engine of the compiled program (default: chosen from the batch, see README).")
 @click.option("--dtype", default=None, metavar="float64|float32", help="Batch mode: the precision (default float64).")
 @click.option("--chunk", type=int, default=None, metavar="N",
               help="Batch mode: points per chunk; memory grows with it (default 65536).")
 @click.option("--out", "out", default=None, metavar="FILE",
               help="Batch mode: write points, values and gradients to a .npz or .csv file (atomically).")
 def grad(expr, at, methods, rtol, atol, timeout, direction, full, as_json, fmt, batch_n, domains, points_file, seed,
-         device, dtype, chunk, out):
+         device, engine, dtype, chunk, out):
     """The gradient of EXPR at a point, by forward and reverse mode, finite differences and sympy.
 
     \b
@@ -61,10 +63,10 @@ def grad(expr, at, methods, rtol, atol, timeout, direction, full, as_json, fmt, 
         if direction:
             fail(BadInput("--direction applies at one point (--at), not in batch mode"), as_json)
         _batch(expr, at, methods, rtol, atol, timeout, as_json, batch_n, domains, points_file, seed, device,
-               dtype, chunk, out)
+               engine, dtype, chunk, out)
         return
     batch_only = [name for name, v in (("--domain", domains), ("--seed", seed), ("--device", device),
-                                       ("--dtype", dtype), ("--chunk", chunk), ("--out", out)) if v]
+                                       ("--engine", engine), ("--dtype", dtype), ("--chunk", chunk), ("--out", out)) if v]
     if batch_only:
         fail(BadInput(f"{batch_only[0]} only applies in batch mode: add --batch N or --points FILE"), as_json)
     try:
@@ -92,12 +94,12 @@ def _parse_constant():
     return parse_constant
 
 
-def _batch(expr, at, methods, rtol, atol, timeout, as_json, batch_n, domains, points_file, seed, device, dtype,
-           chunk, out):
+def _batch(expr, at, methods, rtol, atol, timeout, as_json, batch_n, domains, points_file, seed, device, engine,
+           dtype, chunk, out):
     """``--batch N`` / ``--points FILE``: every method over many points, statistics and worst points."""
     from ..batch.api import check_options, prepare_batch, run_prepared
     from ..batch.compare import DEFAULT_CHUNK
-    from ..batch.device import resolve_device
+    from ..batch.device import resolve_target
     from ..render.batch import render_batch
 
     chunk = DEFAULT_CHUNK if chunk is None else chunk
@@ -110,7 +112,7 @@ def _batch(expr, at, methods, rtol, atol, timeout, as_json, batch_n, domains, po
             raise BadInput("--seed only goes with --batch N (the points file gives the points)")
         dt = check_options(rtol, atol, timeout, chunk, dtype or "float64")
         selected = parse_methods(methods) if methods else None
-        dev, note = resolve_device(device or "cpu")
+        dev, engine, note = resolve_target(device, engine)
         graph, source, info, warnings = prepare_batch(expr, points_file=points_file, n=batch_n,
                                                       domain=domains or None, seed=seed or 0)
     except ValueError as exc:  # BadInput is a ValueError too
@@ -125,7 +127,7 @@ def _batch(expr, at, methods, rtol, atol, timeout, as_json, batch_n, domains, po
         with _progress(show, err_console, source.n) as progress:
             report = run_prepared(graph, source, info, warnings, expr=expr, methods=selected, rtol=rtol,
                                   atol=atol, dtype=dt, device=dev, chunk=chunk, out=out, timeout=timeout,
-                                  progress=progress)
+                                  progress=progress, engine=engine)
     except BadInput as exc:
         fail(exc, as_json)
     if as_json:
