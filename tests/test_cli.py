@@ -529,3 +529,27 @@ def test_the_package_api_is_loaded_on_first_use():
     code = "import sys, gradcli; print('numpy' in sys.modules, 'sympy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+# ---- one exit-code table ----------------------------------------------------------------------------
+
+def test_one_exit_code_table_for_every_command():
+    from gradcli.exit_codes import EXIT_CODES, exit_code
+
+    assert [exit_code(s) for s in ("agree", "disagree", "undefined", "nondifferentiable", "ill_conditioned")] \
+        == [0, 1, 3, 3, 3]
+    assert [exit_code(s) for s in ("pass", "skipped", "fail", "error", "inconclusive")] == [0, 0, 1, 1, 1]
+    assert exit_code("pass", "undefined") == 3 and exit_code("undefined", "fail") == 1
+    assert exit_code("fail", "bad_input") == 2 and exit_code() == 0
+    assert exit_code("no verdict yet") == 3  # an unknown status is never a pass
+    assert set(EXIT_CODES.values()) == {0, 1, 2, 3}
+
+
+def test_reports_take_their_exit_code_from_the_table():
+    import gradcli
+
+    r = gradcli.grad("sqrt(x)", x=0.0)
+    assert (r.status, r.exit_code) == ("undefined", 3)
+    assert gradcli.hessian("x**2 - y**2", x=0.0, y=0.0).exit_code == 0
+    b = gradcli.grad_batch("log(x)", n=50, domain={"x": (-1, -0.5)})
+    assert (b.status, b.exit_code) == ("undefined", 3)

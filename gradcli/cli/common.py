@@ -9,8 +9,8 @@ from rich.console import Console
 
 from ..api import split_top_level
 from ..errors import BadInput
+from ..exit_codes import EXIT_BAD_INPUT
 from ..render.json import error_document
-from ..report import EXIT_BAD_INPUT
 
 
 def console(stderr: bool = False) -> Console:

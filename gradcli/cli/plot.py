@@ -13,11 +13,11 @@ import numpy as np
 from ..api import parse_expression, prepare
 from ..diagnose import diagnose
 from ..errors import BadInput
+from ..exit_codes import EXIT_OK, exit_code
 from ..parser import parse_constant
 from ..plotting.data import plot_data, step_data
 from ..plotting.render import check_save_path, need, plot_file, plot_terminal, steps_file, steps_terminal
 from ..render.json import dumps
-from ..report import EXIT_OK, EXIT_UNDEFINED
 from .common import JsonCommand, fail, parse_assignments, split_top_level
 
 MAX_POINTS = 100_000
@@ -46,7 +46,9 @@ def _fixed_text(values: dict) -> str:
     return ", ".join(f"{k} = {v:.6g}" for k, v in values.items())
 
 
-def _finish(doc: dict, as_json: bool, code: int, message: str = ""):
+def _finish(doc: dict, as_json: bool, message: str = ""):
+    """The end of plot and steps: the note on stderr, the document, the exit code of its status."""
+    code = exit_code(doc["status"])
     if message:
         click.echo(f"{'note' if code == EXIT_OK else doc['status']}: {message}", err=True)
     if as_json:
@@ -165,7 +167,7 @@ def plot(expr, x_range, var, at, n, save, timeout, as_json):
         fail(exc, as_json)
     except OSError as exc:
         fail(BadInput(f"--save: cannot write {save}: {exc.strerror or exc}"), as_json)
-    _finish(doc, as_json, EXIT_OK if defined else EXIT_UNDEFINED, message)
+    _finish(doc, as_json, message)
 
 
 # --- gradcli steps -----------------------------------------------------------------------------------
@@ -221,11 +223,11 @@ def steps(expr, at, wrt, save, timeout, as_json):
         message = next((d.message for d in found if d.kind == status), "the derivative does not exist here")
         _finish({**base, "status": status, "message": message,
                  "diagnostics": [{"kind": d.kind, "op": d.op, "message": d.message} for d in found]},
-                as_json, EXIT_UNDEFINED, message)
+                as_json, message)
     try:
         data = step_data(graph, point, wrt, timeout=timeout or None)
     except ValueError as exc:
-        _finish({**base, "status": "undefined", "message": str(exc)}, as_json, EXIT_UNDEFINED, str(exc))
+        _finish({**base, "status": "undefined", "message": str(exc)}, as_json, str(exc))
     doc = {**base, **data.to_dict(), "status": "ok"}
     title = f"d/d{wrt} {expr} at {_fixed_text(point)}"
     message = ""
@@ -242,7 +244,7 @@ def steps(expr, at, wrt, save, timeout, as_json):
         fail(exc, as_json)
     except OSError as exc:
         fail(BadInput(f"--save: cannot write {save}: {exc.strerror or exc}"), as_json)
-    _finish(doc, as_json, EXIT_OK, message)
+    _finish(doc, as_json, message)
 
 
 def _steps_summary(data) -> str:
