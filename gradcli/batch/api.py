@@ -6,8 +6,8 @@ import numpy as np
 from ..api import parse_expression
 from ..compare import parse_methods
 from ..errors import BadInput
-from ..parser import parse_constant, suggest_call, suspicious_variables
 from ..methods.symbolic import DEFAULT_TIMEOUT
+from ..parser import parse_constant, suggest_call, suspicious_variables
 from .compare import DEFAULT_CHUNK, WORST, run_batch
 from .device import resolve_target
 from .points import ArrayPoints, OutWriter, Sampler, check_arrays, parse_domains, read_points

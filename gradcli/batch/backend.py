@@ -18,7 +18,7 @@ import importlib.util
 
 import numpy as np
 
-from . import cpu
+from . import cpu, cuda
 from .compile import Program
 
 ENGINES = ("numpy", "numba", "cuda")
@@ -62,9 +62,7 @@ def execute(program: Program, inputs: dict, device: str = "cpu", dtype=np.float6
     points), ``numpy``, ``numba`` or ``cuda``; ``chunk`` sets the numpy engine's chunk length.
     """
     if device == "cuda" and engine in ("auto", "cuda"):
-        from .cuda import execute as execute_cuda
-
-        return execute_cuda(program, inputs, dtype)
+        return cuda.execute(program, inputs, dtype)
     dtype = np.dtype(dtype)
     arrays, N = cpu.prepare_inputs(program, inputs) if device == "cpu" else ({}, 0)
     engine = choose_engine(N, len(program), device, engine)
@@ -85,7 +83,7 @@ def chosen_engine(program: Program, dtype=np.float64, n_points: int | None = Non
 
 
 def _numba():
-    """The numba engine module, imported on first use (numba itself takes ~0.5 s to import)."""
+    """The numba engine module, imported on first use: it imports numba, which takes ~0.5 s."""
     if not numba_installed():
         return None
     from . import numba_backend

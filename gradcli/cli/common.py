@@ -5,12 +5,14 @@ import os
 import sys
 
 import click
+import numpy as np
 from rich.console import Console
 
 from ..api import split_top_level
 from ..errors import BadInput
 from ..exit_codes import EXIT_BAD_INPUT
-from ..render.json import error_document
+from ..render.json import dumps, error_document
+from .formats import emit
 
 
 def console(stderr: bool = False) -> Console:
@@ -109,11 +111,6 @@ def point_options(methods_help: str):
 def run_and_print(compare, render, graph, point, warnings, as_json: bool, fmt, timeout, hessian=False, **options):
     """The end every point command shares: warnings on stderr, the comparison, then JSON, a --format
     or the rich table on stdout, and the report's exit code."""
-    import numpy as np
-
-    from ..render.json import dumps
-    from .formats import emit
-
     for w in warnings:
         click.echo(f"warning: {w}", err=True)
     # overflow and domain errors are reported by the diagnostics, not as numpy RuntimeWarnings on stderr

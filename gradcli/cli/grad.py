@@ -6,10 +6,13 @@ import sys
 import click
 
 from ..api import direction_vector, prepare
+from ..batch.device import resolve_target
 from ..compare import compare_point, parse_methods
+from ..errors import BadInput
+from ..parser import parse_constant
+from ..render.batch import render_batch
 from ..render.json import dumps
 from ..render.table import render_grad
-from ..errors import BadInput
 from .common import JsonCommand, console, fail, parse_assignments, parse_direction, point_options, run_and_print
 from .formats import check_format, format_option
 
@@ -80,29 +83,22 @@ def grad(expr, at, methods, rtol, atol, timeout, direction, full, as_json, fmt, 
     except BadInput as exc:
         fail(exc, as_json)
     try:
-        graph, point, warnings = prepare(expr, parse_assignments(at, _parse_constant()))
-        v = direction_vector(graph, parse_direction(direction, _parse_constant())) if direction else None
+        graph, point, warnings = prepare(expr, parse_assignments(at, parse_constant))
+        v = direction_vector(graph, parse_direction(direction, parse_constant)) if direction else None
     except BadInput as exc:
         fail(exc, as_json)
     run_and_print(compare_point, lambda r: render_grad(r, full=full), graph, point, warnings, as_json, fmt,
                   timeout, expression=expr, methods=selected, rtol=rtol, atol=atol, direction=v)
 
 
-def _parse_constant():
-    from ..parser import parse_constant
-
-    return parse_constant
-
-
 def _batch(expr, at, methods, rtol, atol, timeout, as_json, batch_n, domains, points_file, seed, device, engine,
            dtype, chunk, out):
     """``--batch N`` / ``--points FILE``: every method over many points, statistics and worst points."""
-    from ..batch.api import check_options, prepare_batch, run_prepared
-    from ..batch.compare import DEFAULT_CHUNK
-    from ..batch.device import resolve_target
-    from ..render.batch import render_batch
+    # here, not at the top: batch mode's modules import sympy (its reference is compiled from sympy's
+    # derivative), which grad at a point without the symbolic method must not load
+    from ..batch import api as batch
 
-    chunk = DEFAULT_CHUNK if chunk is None else chunk
+    chunk = batch.DEFAULT_CHUNK if chunk is None else chunk
     try:
         if at:
             raise BadInput("--at gives one point; batch mode takes --domain (with --batch) or --points")
@@ -110,10 +106,10 @@ def _batch(expr, at, methods, rtol, atol, timeout, as_json, batch_n, domains, po
             raise BadInput("--batch and --points exclude each other: give one")
         if points_file is not None and seed is not None:
             raise BadInput("--seed only goes with --batch N (the points file gives the points)")
-        dt = check_options(rtol, atol, timeout, chunk, dtype or "float64")
+        dt = batch.check_options(rtol, atol, timeout, chunk, dtype or "float64")
         selected = parse_methods(methods) if methods else None
         dev, engine, note = resolve_target(device, engine)
-        graph, source, info, warnings = prepare_batch(expr, points_file=points_file, n=batch_n,
+        graph, source, info, warnings = batch.prepare_batch(expr, points_file=points_file, n=batch_n,
                                                       domain=domains or None, seed=seed or 0)
     except ValueError as exc:  # BadInput is a ValueError too
         fail(exc if isinstance(exc, BadInput) else BadInput(str(exc)), as_json)
@@ -125,7 +121,7 @@ def _batch(expr, at, methods, rtol, atol, timeout, as_json, batch_n, domains, po
     show = not as_json and sys.stderr.isatty() and source.n >= PROGRESS_POINTS
     try:
         with _progress(show, err_console, source.n) as progress:
-            report = run_prepared(graph, source, info, warnings, expr=expr, methods=selected, rtol=rtol,
+            report = batch.run_prepared(graph, source, info, warnings, expr=expr, methods=selected, rtol=rtol,
                                   atol=atol, dtype=dt, device=dev, chunk=chunk, out=out, timeout=timeout,
                                   progress=progress, engine=engine)
     except BadInput as exc:

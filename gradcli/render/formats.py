@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from ..methods.symbolic import load_sympy
-from .hessian import _definiteness_text
+from .hessian import definiteness_text
 from .table import VERDICT_MARK, fmt_error, fmt_exact, fmt_number
 
 FORMATS = ("markdown", "latex")
@@ -135,7 +135,7 @@ def hessian_markdown(report) -> str:
         parts.append(table)
     if report.eigenvalues is not None and report.definiteness is not None:
         parts.append(f"eigenvalues: {', '.join(fmt_number(v, 8) for v in report.eigenvalues)}; "
-                     f"definiteness: **{report.definiteness}** ({_definiteness_text(report)})")
+                     f"definiteness: **{report.definiteness}** ({definiteness_text(report)})")
     if report.direction is not None:
         parts.append(_md_directional(report, hvp=True))
     parts.append(_md_verdict(report))
@@ -282,6 +282,6 @@ def hessian_latex(report, second=None, functions=None) -> str:
     if report.eigenvalues is not None and report.definiteness is not None:
         eig = ", ".join(latex_number(v, 8) for v in report.eigenvalues)
         parts.append(f"Eigenvalues: {eig}; definiteness: \\textbf{{{latex_escape(report.definiteness)}}} "
-                     f"({latex_escape(_definiteness_text(report))}).")
+                     f"({latex_escape(definiteness_text(report))}).")
     parts.append(_latex_verdict(report))
     return "\n\n".join(parts) + "\n"
