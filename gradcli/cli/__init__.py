@@ -33,13 +33,15 @@ def load_command(name: str) -> click.Command:
 def command_docstring(name: str) -> str:
     """A command's docstring, read from its module's source (parsed, never run)."""
     module, attr = COMMANDS[name]
-    spec = importlib.util.find_spec(module)
-    with open(spec.origin, encoding="utf-8") as fh:
-        tree = ast.parse(fh.read())
+    try:
+        with open(importlib.util.find_spec(module).origin, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+    except (OSError, SyntaxError, UnicodeDecodeError):  # an install without sources: import it after all
+        return load_command(name).help or ""
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == attr:
             return ast.get_docstring(node) or ""
-    return ""
+    return load_command(name).help or ""
 
 
 class LazyGroup(click.Group):
