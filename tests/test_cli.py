@@ -495,6 +495,8 @@ def test_a_command_is_imported_only_when_it_runs():
     loaded = _modules_after("grad", "x**2", "--at", "x=1", "--method", "forward", "--json")
     assert "gradcli.cli.grad" in loaded and "numpy" in loaded
     assert "gradcli.cli.check" not in loaded and "gradcli.cli.plot" not in loaded
+    # a point never loads batch mode's engines (compiler, threads, CUDA source)
+    assert not [m for m in loaded if m.startswith("gradcli.batch")]
 
 
 @pytest.mark.xfail(strict=True, reason="compare.py and primitives.py still import sympy at module top; "
