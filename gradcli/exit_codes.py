@@ -16,8 +16,10 @@ EXIT_CODES = {
     "pass": EXIT_OK,
     "skipped": EXIT_OK,
     "fail": EXIT_MISMATCH,
-    "error": EXIT_MISMATCH,
+    "error": EXIT_MISMATCH,  # a check's function under test raised
     "inconclusive": EXIT_MISMATCH,
+    # input the user must fix, in every command (its JSON error document says "status": "error", but
+    # it is no report: the run never started)
     "bad_input": EXIT_BAD_INPUT,
 }
 

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from ..api import split_top_level
 from ..errors import BadInput
-from ..exit_codes import EXIT_BAD_INPUT
+from ..exit_codes import exit_code
 from ..render.json import dumps, error_document
 from .formats import emit
 
@@ -29,7 +29,7 @@ def fail(err: BadInput, as_json: bool = False):
     if as_json:
         extra = {"column": err.column} if err.column is not None else {}
         click.echo(error_document(err.message, **extra))
-    sys.exit(EXIT_BAD_INPUT)
+    sys.exit(exit_code("bad_input"))
 
 
 class JsonCommand(click.Command):
