@@ -12,10 +12,13 @@ import subprocess
 import sys
 import time
 
+import click
 import pytest
 
+import gradcli
 from gradcli import __version__
-from gradcli.cli import main
+from gradcli.cli import COMMANDS, command_docstring, load_command, main
+from gradcli.exit_codes import EXIT_CODES, exit_code
 from gradcli.primitives import PRIMITIVES
 from gradcli.report import METHOD_ORDER
 from cli_helpers import PLAIN_ENV, RUNNER, strict_json
@@ -510,10 +513,6 @@ def test_forward_and_reverse_alone_never_import_sympy():
 
 @pytest.mark.parametrize("width", [40, 80, 200])
 def test_the_command_list_shows_each_command_own_short_help(width):
-    import click
-
-    from gradcli.cli import COMMANDS, command_docstring, load_command
-
     for name in COMMANDS:
         real = load_command(name)
         assert real.name == name
@@ -522,8 +521,6 @@ def test_the_command_list_shows_each_command_own_short_help(width):
 
 
 def test_the_package_api_is_loaded_on_first_use():
-    import gradcli
-
     assert gradcli.grad is gradcli.api.grad and gradcli.BadInput.__name__ == "BadInput"
     assert set(gradcli.__all__) <= set(dir(gradcli))
     with pytest.raises(AttributeError):
@@ -536,8 +533,6 @@ def test_the_package_api_is_loaded_on_first_use():
 # ---- one exit-code table ----------------------------------------------------------------------------
 
 def test_one_exit_code_table_for_every_command():
-    from gradcli.exit_codes import EXIT_CODES, exit_code
-
     assert [exit_code(s) for s in ("agree", "disagree", "undefined", "nondifferentiable", "ill_conditioned")] \
         == [0, 1, 3, 3, 3]
     assert [exit_code(s) for s in ("pass", "skipped", "fail", "error", "inconclusive")] == [0, 0, 1, 1, 1]
@@ -548,8 +543,6 @@ def test_one_exit_code_table_for_every_command():
 
 
 def test_reports_take_their_exit_code_from_the_table():
-    import gradcli
-
     r = gradcli.grad("sqrt(x)", x=0.0)
     assert (r.status, r.exit_code) == ("undefined", 3)
     assert gradcli.hessian("x**2 - y**2", x=0.0, y=0.0).exit_code == 0

@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pytest
 
+import gradcli
 from gradcli.cli import main
 from cli_helpers import PLAIN_ENV, RUNNER, strict_json
 
@@ -259,3 +260,13 @@ def test_engine_cuda_without_cuda_is_exit_2(monkeypatch):
 def test_engine_only_applies_in_batch_mode():
     r = grad("x**2", "--at", "x=1", "--engine", "numpy")
     assert r.exit_code == 2 and "--engine only applies in batch mode" in r.stderr
+
+
+def test_grad_batch_takes_an_engine_and_checks_it():
+    kw = dict(n=200, domain={"x": (0.5, 2)}, seed=1)
+    a, b = gradcli.grad_batch("log(x)*x", engine="numpy", **kw), gradcli.grad_batch("log(x)*x", **kw)
+    assert a.status == b.status == "agree"
+    assert a.methods["reverse"].max_rel_error == b.methods["reverse"].max_rel_error
+    for engine, device in (("cuda", "cpu"), ("numba", "cuda"), ("gpu", None)):
+        with pytest.raises(gradcli.BadInput):
+            gradcli.grad_batch("log(x)", engine=engine, device=device, **kw)
