@@ -89,21 +89,6 @@ def hessian(expr: str, point: dict | None = None, *, methods=None, rtol=None, at
                            timeout=timeout, warnings=warnings, direction=v)
 
 
-def split_top_level(text: str, sep: str = ",") -> list[str]:
-    """Split on ``sep`` outside parentheses: ``"x=atan2(1, 2), y=3"`` is two items."""
-    items, depth, cur = [], 0, []
-    for ch in text:
-        depth += ch == "("
-        depth -= ch == ")"
-        if ch == sep and depth == 0:
-            items.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    items.append("".join(cur))
-    return [i.strip() for i in items if i.strip()]
-
-
 def direction_vector(graph: Graph, direction, option: str = "--direction") -> list:
     """A direction as one float per variable: from a sequence in variable order, or a dict by name
     (variables it does not name are 0)."""

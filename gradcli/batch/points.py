@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..api import split_top_level
+from ..assignments import split_top_level
 from ..errors import BadInput
 from ..files import PendingFile, atomic_write
 
