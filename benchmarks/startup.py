@@ -1,6 +1,6 @@
 """Start-up time of the command line against the imports it cannot avoid, in one run.
 
-    python benchmarks/startup.py [--runs 9] [--check]
+    python benchmarks/startup.py [--runs 15] [--check]
 
 Three pairs, each a fresh process, timed wall-clock from spawn to exit; the runs of all six commands
 are interleaved (one of each per round, in a rotating order) so that a machine busy for a moment
@@ -64,7 +64,7 @@ def loads_sympy(args: list) -> bool:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=9, help="rounds (at least 7); the median is reported")
+    ap.add_argument("--runs", type=int, default=15, help="rounds (at least 7); the median is reported")
     ap.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     args = ap.parse_args(argv)
     runs = max(7, args.runs)
