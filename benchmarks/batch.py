@@ -274,7 +274,7 @@ def main(argv=None):
             times = {}
             for name, fn, note in rows[1:] + rows[:1]:
                 times[name] = (best_of(fn, repeat), note)
-            chosen = backend.chosen_engine(program)
+            chosen = backend.chosen_engine(program, n_points=N)
             times["gradcli default (auto)"] = (times["gradcli default (auto)"][0], f"chose {chosen or 'numpy'}")
             for name, build in peers:
                 try:

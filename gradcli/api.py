@@ -6,12 +6,12 @@ import math
 from .compare import compare_point
 from .errors import BadInput
 from .graph import Graph
+from .parser import ParseError, parse, suggest_call, suspicious_variables
 from .report import GradReport, HessianReport
 
 
-def _parse(expr: str) -> Graph:
-    from .parser import ParseError, parse
-
+def parse_expression(expr: str) -> Graph:
+    """The graph of ``expr``; a parse error becomes :class:`BadInput` (one line, a caret under the column)."""
     if not isinstance(expr, str):
         raise BadInput(f"an expression must be a string, got {type(expr).__name__}")
     try:
@@ -22,9 +22,7 @@ def _parse(expr: str) -> Graph:
 
 def prepare(expr: str, point: dict) -> tuple[Graph, dict, list]:
     """Parse ``expr`` and check ``point`` against its variables -> (graph, point, warnings)."""
-    from .parser import suggest_call, suspicious_variables
-
-    graph = _parse(expr)
+    graph = parse_expression(expr)
     missing = [v for v in graph.variables if v not in point]
     if missing:
         raise BadInput(f"no value for {', '.join(missing)}: pass --at {missing[0]}=VALUE"
@@ -80,6 +78,8 @@ def hessian(expr: str, point: dict | None = None, *, methods=None, rtol=None, at
     variable order, or a dict by name) adds grad·v and H·v per method. Raises :class:`gradcli.BadInput`
     on bad input, including a vector-valued expression.
     """
+    # here, not at the top: methods/hessian imports sympy, which grad at a point without the symbolic
+    # method must not load
     from .hessian_compare import compare_hessian, require_scalar
 
     graph, clean, warnings = prepare(expr, {**(point or {}), **values})

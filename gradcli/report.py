@@ -1,32 +1,16 @@
-"""Reports: plain data with an exit code. Every renderer (table, JSON) is a function of these."""
+"""Reports: plain data with an exit code. Every renderer (table, JSON) is a function of these; the
+JSON documents are :mod:`gradcli.render.json`'s, and ``to_dict()`` hands over to it."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
-#: The process exit codes shared by every command (DESIGN.md section 3).
-EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT, EXIT_UNDEFINED = 0, 1, 2, 3
+# EXIT_*, finite_or_none and symbolic_document are also imported from here by other modules
+from .exit_codes import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, EXIT_UNDEFINED, exit_code  # noqa: F401
+from .render.json import finite_or_none, grad_document, hessian_document, symbolic_document  # noqa: F401
 
 METHOD_ORDER = ("symbolic", "forward", "reverse", "central", "richardson", "complex_step")
-
-
-def finite_or_none(v):
-    """JSON has no inf/nan: non-finite numbers become null (the status next to them says why)."""
-    if v is None:
-        return None
-    v = float(v)
-    return v if math.isfinite(v) else None
-
-
-def symbolic_document(variables, symbolic):
-    """Derivative strings for JSON: {var: text} for one output, a list of those for several."""
-    if symbolic is None:
-        return None
-    if len(symbolic) > 1:
-        return [dict(zip(variables, row)) for row in symbolic]
-    return dict(zip(variables, symbolic[0]))
 
 
 @dataclass
@@ -62,14 +46,6 @@ class MethodResult:
         return float(np.nanmax(np.where(np.isfinite(self.rel_error), self.rel_error, np.nan)))
 
 
-def _exit_code(status: str) -> int:
-    return {"agree": EXIT_OK, "disagree": EXIT_MISMATCH}.get(status, EXIT_UNDEFINED)
-
-
-def _null_matrix(a) -> list | None:
-    return None if a is None else [[finite_or_none(v) for v in row] for row in np.asarray(a, dtype=float)]
-
-
 @dataclass
 class Directional:
     """A directional derivative (grad·v, or J·v for a vector-valued expression) and, for the Hessian,
@@ -88,22 +64,6 @@ def relative_error(got, ref) -> float | None:
         return None
     err = np.abs(got - ref)
     return float(np.max(np.where(ref != 0, err / np.where(ref != 0, np.abs(ref), 1.0), err), initial=0.0))
-
-
-def _common(report, doc: dict) -> dict:
-    """The header and trailer every single-point document shares (grad and hessian)."""
-    head = {"expression": report.expression, "variables": list(report.variables),
-            "point": {k: finite_or_none(v) for k, v in report.point.items()}}
-    doc = {**head, **doc}
-    if report.message:
-        doc["message"] = report.message
-    if report.diagnostics:
-        doc["diagnostics"] = [{"kind": d.kind, "op": d.op, "message": d.message} for d in report.diagnostics]
-    if report.warnings:
-        doc["warnings"] = list(report.warnings)
-    if report.direction is not None:
-        doc["direction"] = dict(zip(report.variables, (finite_or_none(v) for v in report.direction)))
-    return doc
 
 
 @dataclass
@@ -135,7 +95,7 @@ class GradReport:
 
     @property
     def exit_code(self) -> int:
-        return _exit_code(self.status)
+        return exit_code(self.status)
 
     @property
     def value(self):
@@ -152,41 +112,9 @@ class GradReport:
             return {v: None for v in self.variables}
         return {v: finite_or_none(g) for v, g in zip(self.variables, self.reference_jacobian[0])}
 
-    def _matrix(self, jac):
-        if jac is None:  # same shape, all null: doc["methods"][m]["gradient"]["x"] always works
-            jac = np.full((len(self.values), len(self.variables)), np.nan)
-        if self.vector:
-            return [[finite_or_none(v) for v in row] for row in jac]
-        return {v: finite_or_none(g) for v, g in zip(self.variables, jac[0])}
-
     def to_dict(self) -> dict:
         """Exactly the ``gradcli grad --json`` document."""
-        key = "jacobian" if self.vector else "gradient"
-        methods = {}
-        for name, m in self.methods.items():
-            entry = {key: self._matrix(m.jacobian), "max_rel_error": finite_or_none(m.max_rel_error),
-                     "status": m.status}
-            if m.rel_error is not None:
-                entry["rel_error"] = self._matrix(m.rel_error)
-            if m.error_estimate is not None:
-                entry["error_estimate"] = self._matrix(m.error_estimate)
-            if m.message:
-                entry["message"] = m.message
-            d = self.directional.get(name)
-            if d is not None:
-                entry["directional_derivative"] = ([finite_or_none(v) for v in d.derivative] if self.vector
-                                                   else finite_or_none(d.derivative[0]))
-                entry["directional_rel_error"] = finite_or_none(d.derivative_rel_error)
-            methods[name] = entry
-        symbolic = symbolic_document(self.variables, self.symbolic)
-        return _common(self, {
-            "value": [finite_or_none(v) for v in self.values] if self.vector else finite_or_none(self.values[0]),
-            "symbolic": symbolic,
-            "reference": self.reference,
-            "reference_digits": symbolic_document(self.variables, self.reference_digits),
-            "methods": methods,
-            "status": self.status,
-        })
+        return grad_document(self)
 
 
 HESSIAN_ORDER = ("symbolic", "forward_over_reverse", "reverse_over_forward", "central_of_reverse")
@@ -220,7 +148,7 @@ class HessianReport:
 
     @property
     def exit_code(self) -> int:
-        return _exit_code(self.status)
+        return exit_code(self.status)
 
     @property
     def hessian(self) -> np.ndarray | None:
@@ -237,35 +165,4 @@ class HessianReport:
 
     def to_dict(self) -> dict:
         """Exactly the ``gradcli hessian --json`` document."""
-        methods = {}
-        n = len(self.variables)
-        for name, m in self.methods.items():
-            H = m.jacobian if m.jacobian is not None else np.full((n, n), np.nan)
-            entry = {"hessian": _null_matrix(H), "max_rel_error": finite_or_none(m.max_rel_error),
-                     "status": m.status}
-            if m.rel_error is not None:
-                entry["rel_error"] = _null_matrix(m.rel_error)
-            if m.error_estimate is not None:
-                entry["error_estimate"] = _null_matrix(m.error_estimate)
-            if m.message:
-                entry["message"] = m.message
-            d = self.directional.get(name)
-            if d is not None:
-                entry["directional_derivative"] = finite_or_none(d.derivative[0])
-                entry["directional_rel_error"] = finite_or_none(d.derivative_rel_error)
-                entry["hvp"] = None if d.hvp is None else [finite_or_none(v) for v in d.hvp]
-                entry["hvp_rel_error"] = finite_or_none(d.hvp_rel_error)
-            methods[name] = entry
-        return _common(self, {
-            "value": finite_or_none(self.value),
-            "gradient": self.gradient,
-            "symbolic": self.symbolic,
-            "symbolic_gradient": (None if self.symbolic_gradient is None
-                                  else dict(zip(self.variables, self.symbolic_gradient))),
-            "reference": self.reference,
-            "methods": methods,
-            "symmetry": {k: finite_or_none(v) for k, v in self.symmetry.items()},
-            "eigenvalues": None if self.eigenvalues is None else [finite_or_none(v) for v in self.eigenvalues],
-            "definiteness": self.definiteness,
-            "status": self.status,
-        })
+        return hessian_document(self)

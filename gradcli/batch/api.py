@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..api import parse_expression
+from ..compare import parse_methods
 from ..errors import BadInput
 from ..methods.symbolic import DEFAULT_TIMEOUT
+from ..parser import parse_constant, suggest_call, suspicious_variables
 from .compare import DEFAULT_CHUNK, WORST, run_batch
-from .device import resolve_device
+from .device import resolve_target
 from .points import ArrayPoints, OutWriter, Sampler, check_arrays, parse_domains, read_points
 from .report import BatchReport
 
@@ -34,10 +37,7 @@ def _domain_texts(domain) -> list:
 def prepare_batch(expr: str, *, points=None, points_file: str | None = None, n=None, domain=None,
                   seed: int = 0):
     """Parse ``expr`` and build its point source -> (graph, source, source_info, warnings)."""
-    from ..api import _parse
-    from ..parser import parse_constant, suggest_call, suspicious_variables
-
-    graph = _parse(expr)
+    graph = parse_expression(expr)
     given = sum(x is not None for x in (points, points_file, n))
     if given != 1:
         raise BadInput("give exactly one of --batch N (with --domain) or --points FILE"
@@ -91,9 +91,9 @@ def check_options(rtol, atol, timeout, chunk, dtype):
 
 
 def grad_batch(expr: str, points: dict | None = None, *, n: int | None = None, domain=None, seed: int = 0,
-               methods=None, rtol=None, atol=None, dtype="float64", device: str = "cpu",
+               methods=None, rtol=None, atol=None, dtype="float64", device: str | None = None,
                chunk: int = DEFAULT_CHUNK, out: str | None = None, timeout: float = DEFAULT_TIMEOUT,
-               worst: int = WORST, progress=None) -> BatchReport:
+               worst: int = WORST, progress=None, engine: str | None = None) -> BatchReport:
     """Every method over many points: ``points={"x": array, ...}``, or ``n`` uniform samples of
     ``domain={"x": (-1, 1), ...}`` (or ``"x=-1:1, y=0:2"``) seeded by ``seed``.
 
@@ -102,7 +102,9 @@ def grad_batch(expr: str, points: dict | None = None, *, n: int | None = None, d
     ('agree', 1.0)
 
     ``r.to_dict()`` is exactly the ``--json`` document; ``out`` writes values and gradients (.npz or
-    .csv, atomically). Raises :class:`gradcli.BadInput` on bad input.
+    .csv, atomically); ``engine`` (``numpy``, ``numba`` or ``cuda``) overrides the rule that picks the
+    compiled program's engine from the batch alone (README, batch mode). Raises
+    :class:`gradcli.BadInput` on bad input.
     """
     dt = check_options(rtol, atol, timeout, chunk, dtype)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
@@ -111,18 +113,16 @@ def grad_batch(expr: str, points: dict | None = None, *, n: int | None = None, d
         raise BadInput(f"worst must be a positive number of points, got {worst!r}")
     if isinstance(methods, str):  # "forward,central", as --method takes it
         methods = [m.strip() for m in methods.split(",") if m.strip()]
-    dev, _ = resolve_device(device)
+    dev, engine, _ = resolve_target(device, engine)
     graph, source, info, warnings = prepare_batch(expr, points=points, n=n, domain=domain, seed=seed)
     return run_prepared(graph, source, info, warnings, expr=expr, methods=methods, rtol=rtol, atol=atol,
                         dtype=dt, device=dev, chunk=chunk, out=out, timeout=timeout, worst=worst,
-                        progress=progress)
+                        progress=progress, engine=engine)
 
 
 def run_prepared(graph, source, info, warnings, *, expr, methods, rtol, atol, dtype, device, chunk, out,
-                 timeout, worst=WORST, progress=None) -> BatchReport:
+                 timeout, worst=WORST, progress=None, engine: str = "auto") -> BatchReport:
     """Run a prepared batch; ``out`` is published only when the whole run succeeded."""
-    from ..compare import parse_methods
-
     try:
         selected = parse_methods(methods)
     except ValueError as exc:
@@ -131,7 +131,8 @@ def run_prepared(graph, source, info, warnings, *, expr, methods, rtol, atol, dt
     try:
         report = run_batch(graph, source, expression=expr, methods=selected, rtol=rtol, atol=atol,
                            timeout=timeout if timeout else None, device=device, dtype=dtype, chunk=chunk,
-                           out=writer, progress=progress, worst=worst, warnings=warnings, source_info=info)
+                           out=writer, progress=progress, worst=worst, warnings=warnings, source_info=info,
+                           engine=engine)
         if writer is not None:
             try:
                 writer.close()

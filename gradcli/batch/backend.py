@@ -1,122 +1,31 @@
-"""Executing a compiled Program on a device: the one entry point the rest of gradcli calls.
+"""Executing a compiled Program: the one entry point the rest of gradcli calls, and the rule that
+picks its engine.
 
-On the CPU there are two engines. ``numpy`` (always there, :mod:`.cpu`) runs the program in
-cache-sized chunks on every core. ``numba`` (the optional ``fast`` extra, :mod:`.numba_backend`) runs
-it as one compiled interpreter on every core. ``auto`` uses numba only where it pays:
+Three engines: ``numpy`` (always there, :mod:`.cpu`) runs the program in cache-sized chunks on every
+core; ``numba`` (the optional ``fast`` extra, :mod:`.numba_backend`) runs it as one compiled
+interpreter on every core; ``cuda`` (:mod:`.cuda`, CuPy) runs it as one fused kernel on a GPU.
 
-* loading the kernel costs about a second (about 12 s the first time on a machine and dtype, when
-  numba compiles it into its disk cache), so it is loaded only once this process has spent that long in
-  numpy batches (rent until renting has cost as much as buying: never worse than twice the best);
-* then, on the first large batch of each program and dtype, both engines run one slice of it
-  (results kept) and the faster one, by a clear margin for numba, does the rest and later batches.
+The engine is chosen by a rule of the input alone, never by what the process did before, so that the
+same input gives the same bits in one process and the next (the engines agree to about an ulp, not to
+the bit). :func:`choose_engine` holds the rule: the device's engine on a GPU; on the CPU numba when it
+is installed and the batch is large, ``points × instructions >= NUMBA_WORK`` (about a second of the
+numpy engine: what loading numba's kernel costs a process, about 12 s the first time on a machine),
+else numpy.
 """
 from __future__ import annotations
 
 import importlib.util
-import threading
-import time
 
 import numpy as np
 
-from . import cpu
+from . import cpu, cuda
 from .compile import Program
 
-#: Seconds of numpy batches after which loading the numba kernel is worth it.
-LOAD_AFTER = 1.0
-#: Points per engine when measuring (two slices of half this each); batches under 3x this are
-#: never measured (numpy runs them).
-SAMPLE = 1 << 18
-#: numba must be this much faster to be chosen (a measurement on one slice is noisy).
-MARGIN = 0.95
+ENGINES = ("numpy", "numba", "cuda")
+#: points × program instructions from which ``auto`` runs the numba engine (where it is installed)
+NUMBA_WORK = 1 << 29
 
-_LOCK = threading.Lock()
-_NUMPY_SECONDS = 0.0
-_CHOICE: dict = {}  # (id(program), dtype) -> (program, engine, numba plan or None)
 _HAVE_NUMBA: bool | None = None
-
-
-def execute(program: Program, inputs: dict, device: str = "cpu", dtype=np.float64, chunk: int | None = None,
-            *, engine: str = "auto"):
-    """All outputs of ``program`` for arrays of points -> array of shape (len(program.outputs), N).
-
-    ``inputs`` maps every variable to a 1-D array of N points or a scalar. ``device`` is ``cpu`` or
-    ``cuda`` (a CuPy array comes back); ``engine`` (CPU only) is ``auto``, ``numpy`` or ``numba``;
-    ``chunk`` sets the numpy engine's chunk length.
-    """
-    if device == "cuda":
-        from .cuda import execute as execute_cuda
-
-        return execute_cuda(program, inputs, dtype)
-    if device != "cpu":
-        raise ValueError(f"unknown device {device!r}; choose cpu or cuda")
-    if engine not in ("auto", "numpy", "numba"):
-        raise ValueError(f"unknown engine {engine!r}; choose auto, numpy or numba")
-    dtype = np.dtype(dtype)
-    arrays, N = cpu.prepare_inputs(program, inputs)
-    out = np.empty((len(program.outputs), N), dtype=dtype)
-    if engine == "numba":
-        nb = _numba()
-        if nb is None:
-            raise ValueError("engine 'numba' needs numba (pip install 'gradcli[fast]')")
-        nb.run_range(nb.NumbaPlan(program, dtype), nb.stack(arrays, N, dtype), out, 0, N)
-        return out
-    if engine == "numpy" or not _numba_due():
-        _numpy(program, arrays, out, 0, N, chunk)
-        return out
-    key = (id(program), dtype)
-    choice = _CHOICE.get(key)
-    if choice is not None and choice[0] is not program:
-        choice = None
-    done = 0
-    nb = _numba()
-    if choice is None:
-        if N < 3 * SAMPLE:
-            _numpy(program, arrays, out, 0, N, chunk)
-            return out
-        plan = nb.NumbaPlan(program, dtype)
-        x = nb.stack(arrays, N, dtype)
-        nb.run_range(plan, x, out, 0, nb.BLOCK)  # compiles or loads the kernel for this dtype
-        done = nb.BLOCK
-        # two interleaved slices per engine, the faster of each: one slice alone is at the mercy
-        # of whatever else the machine does at that moment
-        half = SAMPLE // 2
-        t_np = t_nb = float("inf")
-        for _ in range(2):
-            t0 = time.perf_counter()
-            cpu.run_range(program, arrays, out, done, done + half, chunk=chunk)
-            t1 = time.perf_counter()
-            nb.run_range(plan, x, out, done + half, done + 2 * half)
-            t2 = time.perf_counter()
-            done += 2 * half
-            t_np, t_nb = min(t_np, t1 - t0), min(t_nb, t2 - t1)
-        winner = "numba" if t_nb < MARGIN * t_np else "numpy"
-        choice = (program, winner, plan if winner == "numba" else None)
-        with _LOCK:
-            if len(_CHOICE) > 256:
-                _CHOICE.clear()
-            _CHOICE[key] = choice
-        if winner == "numba":
-            nb.run_range(plan, x, out, done, N)
-            return out
-    elif choice[1] == "numba":
-        nb.run_range(choice[2], nb.stack(arrays, N, dtype), out, 0, N)
-        return out
-    cpu.run_range(program, arrays, out, done, N, chunk=chunk)
-    return out
-
-
-def chosen_engine(program: Program, dtype=np.float64) -> str | None:
-    """The engine ``auto`` settled on for this program and dtype, or None before it measured."""
-    choice = _CHOICE.get((id(program), np.dtype(dtype)))
-    return choice[1] if choice is not None and choice[0] is program else None
-
-
-def _numpy(program, arrays, out, start, stop, chunk):
-    global _NUMPY_SECONDS
-    t0 = time.perf_counter()
-    cpu.run_range(program, arrays, out, start, stop, chunk=chunk)
-    with _LOCK:
-        _NUMPY_SECONDS += time.perf_counter() - t0
 
 
 def numba_installed() -> bool:
@@ -126,21 +35,55 @@ def numba_installed() -> bool:
     return _HAVE_NUMBA
 
 
-def _numba_due() -> bool:
-    if not numba_installed():
-        return False
-    return _NUMPY_SECONDS >= LOAD_AFTER or _numba_loaded()
+def choose_engine(n_points: int, program_size: int, device: str = "cpu", engine: str = "auto") -> str:
+    """The engine for ``n_points`` points of a program of ``program_size`` instructions on ``device``:
+    ``engine`` itself unless it is ``auto``, else the documented rule (module docstring)."""
+    if engine not in ("auto", *ENGINES):
+        raise ValueError(f"unknown engine {engine!r}; choose {', '.join(ENGINES)} (or auto)")
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"unknown device {device!r}; choose cpu or cuda")
+    if engine == "auto":
+        if device == "cuda":
+            return "cuda"
+        big = int(n_points) * max(int(program_size), 1) >= NUMBA_WORK
+        return "numba" if big and _numba() is not None else "numpy"
+    if (engine == "cuda") != (device == "cuda"):
+        raise ValueError(f"engine {engine!r} does not run on device {device!r}: "
+                         + ("cuda runs on the GPU" if engine == "cuda" else f"{engine} runs on the CPU"))
+    return engine
 
 
-def _numba_loaded() -> bool:
-    import sys
+def execute(program: Program, inputs: dict, device: str = "cpu", dtype=np.float64, chunk: int | None = None,
+            *, engine: str = "auto"):
+    """All outputs of ``program`` for arrays of points -> array of shape (len(program.outputs), N).
 
-    mod = sys.modules.get(__package__ + ".numba_backend")
-    return mod is not None and mod.compiled()
+    ``inputs`` maps every variable to a 1-D array of N points or a scalar. ``device`` is ``cpu`` or
+    ``cuda`` (a CuPy array comes back); ``engine`` is ``auto`` (:func:`choose_engine` for these N
+    points), ``numpy``, ``numba`` or ``cuda``; ``chunk`` sets the numpy engine's chunk length.
+    """
+    if device == "cuda" and engine in ("auto", "cuda"):
+        return cuda.execute(program, inputs, dtype)
+    dtype = np.dtype(dtype)
+    arrays, N = cpu.prepare_inputs(program, inputs) if device == "cpu" else ({}, 0)
+    engine = choose_engine(N, len(program), device, engine)
+    out = np.empty((len(program.outputs), N), dtype=dtype)
+    if engine == "numba":
+        nb = _numba()
+        if nb is None:
+            raise ValueError("engine 'numba' needs numba (pip install 'gradcli[fast]')")
+        nb.run_range(nb.NumbaPlan(program, dtype), nb.stack(arrays, N, dtype), out, 0, N)
+        return out
+    cpu.run_range(program, arrays, out, 0, N, chunk=chunk)
+    return out
+
+
+def chosen_engine(program: Program, dtype=np.float64, n_points: int | None = None) -> str | None:
+    """The engine ``auto`` runs for ``n_points`` points of ``program`` on the CPU (None without a count)."""
+    return None if n_points is None else choose_engine(n_points, len(program))
 
 
 def _numba():
-    """The numba engine module, imported on first use (numba itself takes ~0.5 s to import)."""
+    """The numba engine module, imported on first use: it imports numba, which takes ~0.5 s."""
     if not numba_installed():
         return None
     from . import numba_backend

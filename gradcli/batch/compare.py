@@ -24,7 +24,7 @@ from ..graph import Graph
 from ..methods import numeric, symbolic
 from ..report import METHOD_ORDER
 from . import methods as bm
-from .backend import execute
+from .backend import choose_engine, execute
 from .compile import compile_graph
 from .report import BatchMethod, BatchReport
 from .sym_graph import Unsupported, to_graph
@@ -170,7 +170,7 @@ def _judge(xp, name, J, est, ref, undefined, scale, spread, floor, dtype, rtol, 
 def run_batch(graph: Graph, source, *, expression: str = "", methods=None, rtol=None, atol=None,
               timeout: float | None = symbolic.DEFAULT_TIMEOUT, device: str = "cpu", dtype=np.float64,
               chunk: int = DEFAULT_CHUNK, out=None, progress=None, worst: int = WORST, warnings=(),
-              source_info: dict | None = None) -> BatchReport:
+              source_info: dict | None = None, engine: str = "auto") -> BatchReport:
     """Every selected method over the points of ``source`` (``.n`` points, ``.chunk(a, b)`` -> dict of
     arrays) -> :class:`BatchReport`. ``out`` (an :class:`~gradcli.batch.points.OutWriter`) receives the
     compiled program's values and gradients; ``progress(done, total)`` is called after each chunk."""
@@ -203,6 +203,7 @@ def run_batch(graph: Graph, source, *, expression: str = "", methods=None, rtol=
 
     program = compile_graph(graph)
     program_abs = compile_graph(graph, absolute=True)
+    engine = choose_engine(N, len(program), device, engine)  # once for the batch, not per chunk
     blockers = numeric.holomorphic_blockers(graph)
     judged = [n for n in selected if n != "symbolic" and not (n == "complex_step" and blockers)]
     exact = N * max(len(judged), 1) <= EXACT_MEDIAN_LIMIT
@@ -226,10 +227,10 @@ def run_batch(graph: Graph, source, *, expression: str = "", methods=None, rtol=
                 reasons[key] = (c + count, example)
 
             t0 = time.perf_counter()
-            R = _rows(xp, execute(program, inputs, device=device, dtype=dtype), n)
+            R = _rows(xp, execute(program, inputs, device=device, dtype=dtype, engine=engine), n)
             values, Jr = R[:m], R[m:].reshape(m, nv, n)
             seconds["reverse"] += time.perf_counter() - t0
-            S = _rows(xp, execute(program_abs, inputs, device=device, dtype=dtype), n)
+            S = _rows(xp, execute(program_abs, inputs, device=device, dtype=dtype, engine=engine), n)
             scale = S[m:].reshape(m, nv, n)
 
             t0 = time.perf_counter()

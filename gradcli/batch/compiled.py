@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..api import parse_expression
 from ..errors import BadInput
+from .backend import choose_engine, execute
 from .compile import Program, compile_graph
 
 
@@ -17,10 +19,8 @@ class CompiledExpression:
     """
 
     def __init__(self, expr: str):
-        from ..api import _parse
-
         self.expression = expr
-        self.graph = _parse(expr)
+        self.graph = parse_expression(expr)
         self.program: Program = compile_graph(self.graph)
 
     @property
@@ -36,7 +36,8 @@ class CompiledExpression:
     def __repr__(self):
         return f"gradcli.compile({self.expression!r})"
 
-    def value_and_grad(self, device: str = "cpu", dtype=None, chunk: int | None = None, **arrays):
+    def value_and_grad(self, device: str = "cpu", dtype=None, chunk: int | None = None, engine: str = "auto",
+                       **arrays):
         """Value and gradient at many points: ``(value, {name: gradient})``.
 
         Pass one array (or scalar) per variable, by name; they broadcast against each other. For a
@@ -46,7 +47,9 @@ class CompiledExpression:
 
         ``device`` is ``"cpu"`` or ``"cuda"`` (CuPy arrays come back); ``dtype`` is float64 or
         float32 (default: float32 if every array is float32, else float64); ``chunk`` tunes the CPU
-        chunk length. A value outside the domain is NaN or inf, as numpy gives it, with two
+        chunk length; ``engine`` is ``numpy``, ``numba`` or ``cuda``, or ``auto``: the rule of
+        :func:`gradcli.batch.backend.choose_engine`, from the number of points and the program's size
+        alone, so the same call gives the same bits in every process. A value outside the domain is NaN or inf, as numpy gives it, with two
         exceptions of the compiler's algebra: ``x*0`` is 0 and ``x + 0`` is x even where x is inf or
         NaN. A gradient there is what the rule gives (``1/x`` for ``log(x)`` at -1): look at the value.
         Raises :class:`gradcli.BadInput` for missing or unknown variable names and bad arrays.
@@ -61,8 +64,10 @@ class CompiledExpression:
         if extra:
             raise BadInput(f"{', '.join(extra)} {'is not a variable' if len(extra) == 1 else 'are not variables'}"
                            f" of {self.expression!r} (its variables: {', '.join(names) or 'none'})")
-        if device not in ("cpu", "cuda"):
-            raise BadInput(f"unknown device {device!r}; choose cpu or cuda")
+        try:
+            choose_engine(0, len(self.program), device, engine)  # the engine and device go together
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
         if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk <= 0):
             raise BadInput(f"chunk needs a positive number of points, got {chunk!r}")
         xp = np
@@ -94,9 +99,7 @@ class CompiledExpression:
         n = int(np.prod(shape))
         flat = {k: (a.reshape(-1) if a.shape == shape else xp.broadcast_to(a, shape).reshape(-1))
                 if a.size != 1 else a.reshape(-1) for k, a in values.items()}
-        from .backend import execute
-
-        R = execute(self.program, flat, device=device, dtype=dtype, chunk=chunk)
+        R = execute(self.program, flat, device=device, dtype=dtype, chunk=chunk, engine=engine)
         R = xp.broadcast_to(R.reshape(R.shape[0], -1), (R.shape[0], n))
         m, nv = self.n_outputs, len(names)
         lead = () if m == 1 else (m,)

@@ -1,4 +1,4 @@
-"""Choosing the device: cpu, cuda or auto.
+"""Choosing the device (cpu, cuda or auto) and checking the engine asked for against it.
 
 ``cuda`` needs CuPy (the ``gpu`` extra), a CUDA driver with at least one device, and NVRTC (CuPy compiles
 the fused kernel at run time). Anything short of that is reported with its reason: an error for
@@ -7,6 +7,7 @@ the fused kernel at run time). Anything short of that is reported with its reaso
 from __future__ import annotations
 
 from ..errors import BadInput
+from .backend import ENGINES, numba_installed
 
 DEVICES = ("cpu", "cuda", "auto")
 INSTALL_HINT = "pip install 'gradcli[gpu]' (CuPy for CUDA 12)"
@@ -40,7 +41,7 @@ def cuda_status() -> tuple[bool, str]:
     return True, ""
 
 
-def resolve_device(name: str) -> tuple[str, str]:
+def resolve_device(name: str, option: str = "--device cuda") -> tuple[str, str]:
     """-> (device actually used, a note for stderr or ""). ``cuda`` without CUDA is BadInput."""
     if name == "cpu":
         return "cpu", ""
@@ -50,5 +51,28 @@ def resolve_device(name: str) -> tuple[str, str]:
     if ok:
         return "cuda", ""
     if name == "cuda":
-        raise BadInput(f"--device cuda: CUDA is not available ({why}); to use a GPU: {INSTALL_HINT}")
+        raise BadInput(f"{option}: CUDA is not available ({why}); to use a GPU: {INSTALL_HINT}")
     return "cpu", f"CUDA not available ({why}); running on the CPU"
+
+
+def resolve_target(device: str | None, engine: str | None) -> tuple[str, str, str]:
+    """``--device`` and ``--engine`` -> (device, engine, a note for stderr or ""). Without an engine
+    the device decides and the engine is ``auto`` (the rule of :func:`gradcli.batch.backend.choose_engine`);
+    an engine implies its device: ``cuda`` the GPU, ``numpy`` and ``numba`` the CPU."""
+    if engine is None or engine == "auto":
+        dev, note = resolve_device(device or "cpu")
+        return dev, "auto", note
+    if engine not in ENGINES:
+        raise BadInput(f"unknown engine {engine!r}; choose {', '.join(ENGINES)}")
+    if device is not None and device not in DEVICES:
+        raise BadInput(f"unknown device {device!r}; choose cpu, cuda or auto")
+    if engine == "cuda":
+        if device == "cpu":
+            raise BadInput("--engine cuda runs on the GPU, not with --device cpu")
+        dev, note = resolve_device("cuda", option="--engine cuda")
+        return dev, "cuda", note
+    if device == "cuda":
+        raise BadInput(f"--engine {engine} runs on the CPU, not with --device cuda")
+    if engine == "numba" and not numba_installed():
+        raise BadInput("--engine numba needs numba: pip install 'gradcli[fast]'")
+    return "cpu", engine, ""

@@ -7,7 +7,6 @@ changes which points are drawn.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import shutil
@@ -18,7 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..assignments import split_top_level
 from ..errors import BadInput
+from ..files import PendingFile, atomic_write
 
 
 @dataclass(frozen=True)
@@ -29,8 +30,6 @@ class Domain:
 
 def parse_domains(values, variables, parse_constant) -> dict:
     """``("x=-1:1", "y=0:pi")`` or ``("x=-1:1, y=0:2",)`` -> {name: Domain}; every variable needs one."""
-    from ..cli.common import split_top_level
-
     out: dict = {}
     for raw in values or ():
         for item in split_top_level(raw):
@@ -239,10 +238,9 @@ class OutWriter:
         base = os.path.basename(path)
         try:
             if ext == ".csv":
-                fd, self._tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".tmp", dir=directory)
-                self._fh = os.fdopen(fd, "w", encoding="utf-8", newline="")
+                self._csv = PendingFile(path, "w", newline="")
                 fs, grads = out_columns(self.variables, n_outputs)
-                self._fh.write(",".join([*self.variables, *fs, *grads]) + "\n")
+                self._csv.file.write(",".join([*self.variables, *fs, *grads]) + "\n")
             else:
                 # columns too large for memory stay on disk (memory maps) until they are zipped
                 self._dir = tempfile.mkdtemp(prefix=f".{base}.", suffix=".tmp", dir=directory)
@@ -275,32 +273,23 @@ class OutWriter:
         J = np.asarray(jac, dtype=np.float64).transpose(2, 0, 1)
         if self.ext == ".csv":
             rows = np.concatenate([P, V, J.reshape(k, -1)], axis=1)
-            np.savetxt(self._fh, rows, delimiter=",", fmt="%.17g")
+            np.savetxt(self._csv.file, rows, delimiter=",", fmt="%.17g")
         else:
             self._points[s], self._values[s], self._jac[s] = P, V, J
         self._done += k
 
     def close(self) -> None:
         if self.ext == ".csv":
-            self._fh.close()
-            os.replace(self._tmp, self.path)
+            self._csv.publish()
             return
-        directory = os.path.dirname(os.path.abspath(self.path))
-        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(self.path)}.", suffix=".tmp", dir=directory)
-        os.close(fd)
         try:
             scalar = self.m == 1
             arrays = {"points": self._points, "variables": np.array(self.variables, dtype=str),
                       "value": self._values[:, 0] if scalar else self._values}
             for k, v in enumerate(self.variables):
                 arrays[f"grad_{v}"] = self._jac[:, 0, k] if scalar else self._jac[:, :, k]
-            with open(tmp, "wb") as fh:
+            with atomic_write(self.path, "wb") as fh:
                 np.savez(fh, **arrays)
-            os.replace(tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
         finally:
             self._cleanup_dir()
 
@@ -312,12 +301,7 @@ class OutWriter:
             self._dir = None
 
     def abort(self) -> None:
-        fh = getattr(self, "_fh", None)
-        if fh is not None:
-            with contextlib.suppress(OSError):
-                fh.close()
-        tmp = getattr(self, "_tmp", None)
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+        csv = getattr(self, "_csv", None)
+        if csv is not None:
+            csv.discard()
         self._cleanup_dir()

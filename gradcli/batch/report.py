@@ -1,9 +1,11 @@
-"""The batch report: plain data, its JSON document and its exit code (DESIGN.md section 3)."""
+"""The batch report: plain data with its exit code (DESIGN.md section 3); its JSON document is
+:func:`gradcli.render.json.batch_document`."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..report import EXIT_MISMATCH, EXIT_OK, EXIT_UNDEFINED, finite_or_none, symbolic_document
+from ..exit_codes import exit_code
+from ..render.json import batch_document, batch_method_document
 
 
 @dataclass
@@ -34,33 +36,7 @@ class BatchMethod:
         return self.agreed / self.compared if self.compared and not self.reference else None
 
     def to_dict(self, points: int) -> dict:
-        d = {"status": self.status,
-             "max_rel_error": finite_or_none(self.max_rel_error),
-             "median_rel_error": finite_or_none(self.median_rel_error),
-             "agree_fraction": self.agree_fraction,
-             "agreed": self.agreed, "mismatched": self.mismatched,
-             "undefined": self.undefined, "unavailable": self.unavailable,
-             "seconds": self.seconds,
-             "points_per_second": finite_or_none(points / self.seconds) if self.seconds > 0 else None,
-             "worst": [clean(w) for w in self.worst]}
-        if self.reference:
-            d["reference"] = True
-        if self.message:
-            d["message"] = self.message
-        return d
-
-
-def clean(record: dict) -> dict:
-    """A worst-point record with every float JSON-safe (non-finite -> null)."""
-    out = {}
-    for k, v in record.items():
-        if isinstance(v, dict):
-            out[k] = {kk: finite_or_none(vv) for kk, vv in v.items()}
-        elif isinstance(v, float):
-            out[k] = finite_or_none(v)
-        else:
-            out[k] = v
-    return out
+        return batch_method_document(self, points)
 
 
 @dataclass
@@ -94,7 +70,7 @@ class BatchReport:
         """0: every method agrees at every point where the gradient is defined (undefined points are
         counted and reported, not failed); 1: a disagreement at any point; 3: no point had a defined
         gradient to compare."""
-        return {"agree": EXIT_OK, "disagree": EXIT_MISMATCH}.get(self.status, EXIT_UNDEFINED)
+        return exit_code(self.status)
 
     @property
     def points_per_second(self) -> float | None:
@@ -102,34 +78,4 @@ class BatchReport:
 
     def to_dict(self) -> dict:
         """Exactly the ``--json`` document."""
-        symbolic = symbolic_document(self.variables, self.symbolic)
-        doc = {
-            "expression": self.expression,
-            "variables": list(self.variables),
-            "points": self.points,
-            "device": self.device,
-            "dtype": self.dtype,
-            "chunk": self.chunk,
-            **self.source,
-            "reference": self.reference,
-            "symbolic": symbolic,
-            "methods": {name: m.to_dict(self.points) for name, m in self.methods.items()},
-            "undefined": self.undefined,
-            "worst": [clean(w) for w in self.worst],
-            "median": self.median,
-            "seconds": self.seconds,
-            "points_per_second": finite_or_none(self.points_per_second),
-            "status": self.status,
-            "message": self.message,
-        }
-        if self.reference_fallback:
-            doc["reference_fallback"] = self.reference_fallback
-        if self.diagnostics:
-            doc["diagnostics"] = [dict(d) for d in self.diagnostics]
-        if self.notes:
-            doc["notes"] = list(self.notes)
-        if self.warnings:
-            doc["warnings"] = list(self.warnings)
-        if self.out:
-            doc["out"] = self.out
-        return doc
+        return batch_document(self)

@@ -1,17 +1,77 @@
-"""The command line: a thin click layer over the reports. One module per command."""
+"""The command line: a thin click layer over the reports. One module per command.
+
+Commands are imported only when one is run or its own help is shown: ``gradcli --help`` lists them
+from :data:`COMMANDS` without importing numpy or sympy.
+"""
 from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import re
 
 import click
 
 from .. import __version__
-from .check import check
-from .explain import explain
-from .grad import grad
-from .hessian import hessian
-from .plot import plot, steps
+
+#: command -> (module, function). Listing them reads each function's docstring from its source, so
+#: that ``gradcli --help`` shows click's own short help without importing the command.
+COMMANDS = {
+    "check": ("gradcli.cli.check", "check"),
+    "explain": ("gradcli.cli.explain", "explain"),
+    "grad": ("gradcli.cli.grad", "grad"),
+    "hessian": ("gradcli.cli.hessian", "hessian"),
+    "plot": ("gradcli.cli.plot", "plot"),
+    "steps": ("gradcli.cli.plot", "steps"),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def load_command(name: str) -> click.Command:
+    module, attr = COMMANDS[name]
+    return getattr(importlib.import_module(module), attr)
+
+
+def command_docstring(name: str) -> str:
+    """A command's docstring, read from its module's source (parsed, never run)."""
+    module, attr = COMMANDS[name]
+    try:
+        with open(importlib.util.find_spec(module).origin, encoding="utf-8") as fh:
+            source = fh.read()
+        # parse the function alone (from its def to the next line at column 0): a whole module
+        # costs ten times as long, and --help lists six commands
+        start = re.search(rf"^def {attr}\(", source, re.MULTILINE)
+        if start is not None:
+            end = _TOP_LEVEL.search(source, start.end())
+            tree = ast.parse(source[start.start():end.start() if end else len(source)])
+            return ast.get_docstring(tree.body[0]) or ""
+    except (OSError, SyntaxError, UnicodeDecodeError):  # an install without sources: import it after all
+        pass
+    return load_command(name).help or ""
+
+
+_TOP_LEVEL = re.compile(r"^\S", re.MULTILINE)
+
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported on first use (run, or ``gradcli CMD --help``)."""
+
+    def list_commands(self, ctx):
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx, name):
+        return load_command(name) if name in COMMANDS else None
+
+    def format_commands(self, ctx, formatter):
+        # click would load every command for its short help; the table has it
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = [(name, click.Command(name, help=command_docstring(name)).get_short_help_str(limit))
+                for name in names]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="gradcli")
 def main():
     """gradcli: what is this gradient, and is it right?
@@ -28,11 +88,3 @@ def main():
     2 bad input, 3 the gradient is undefined or does not exist at the point. With --json, stdout is
     exactly one JSON document.
     """
-
-
-main.add_command(grad)
-main.add_command(hessian)
-main.add_command(check)
-main.add_command(plot)
-main.add_command(steps)
-main.add_command(explain)

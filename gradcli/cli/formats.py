@@ -3,9 +3,10 @@ the output (the sympy expressions LaTeX needs come from the graph, never from th
 from __future__ import annotations
 
 import click
-import sympy
 
 from ..errors import BadInput
+from ..methods import symbolic
+from ..render import formats
 from ..render.formats import FORMATS
 
 format_option = click.option(
@@ -25,8 +26,7 @@ def check_format(fmt, as_json: bool, batch: bool = False) -> None:
 def _expressions(graph, timeout, order: int):
     """(outputs, derivatives) as sympy expressions: first derivatives [output][variable], or for
     ``order=2`` the Hessian [i][j] of the single output; (None, None) when sympy cannot."""
-    from ..methods import symbolic
-
+    sympy = symbolic.load_sympy()
     res = symbolic.derivatives(graph, timeout or None)
     if res.status != "ok":
         return None, None
@@ -41,15 +41,13 @@ def _expressions(graph, timeout, order: int):
             H = [[None] * n for _ in range(n)]
             for i in range(n):
                 for j in range(i, n):  # the order symbolic_hessian uses: d/dx_j of d/dx_i, mirrored
-                    H[i][j] = H[j][i] = symbolic._tidy(sympy.diff(ds[i], xs[j]))
+                    H[i][j] = H[j][i] = symbolic.tidy(sympy.diff(ds[i], xs[j]))
     except (symbolic.SymbolicTimeout, RecursionError, MemoryError, TypeError, ValueError, ArithmeticError):
         return res.function_values, None
     return res.function_values, H
 
 
 def emit(fmt: str, report, graph, timeout, hessian: bool = False) -> None:
-    from ..render import formats
-
     fmt = fmt.lower()
     if fmt == "markdown":
         text = formats.hessian_markdown(report) if hessian else formats.grad_markdown(report)

@@ -1,16 +1,14 @@
 """``gradcli grad``: the gradient of an expression at a point, by every method, side by side."""
 from __future__ import annotations
 
-import sys
-
 import click
 
 from ..api import direction_vector, prepare
 from ..compare import compare_point, parse_methods
-from ..render.json import dumps
-from ..render.table import render_grad
 from ..errors import BadInput
-from .common import JsonCommand, console, fail, parse_assignments, parse_direction, point_options, run_and_print
+from ..parser import parse_constant
+from ..render.table import render_grad
+from .common import JsonCommand, fail, parse_assignments, parse_direction, point_options, run_and_print
 from .formats import check_format, format_option
 
 
@@ -31,13 +29,15 @@ from .formats import check_format, format_option
               help="Batch mode: the points from a .npy, .npz or .csv file (header of variable names).")
 @click.option("--seed", type=int, default=None, help="With --batch: the random seed (default 0).")
 @click.option("--device", default=None, metavar="cpu|cuda|auto", help="Batch mode: where to compute (default cpu).")
+@click.option("--engine", default=None, metavar="numpy|numba|cuda",
+              help="Batch mode: the engine of the compiled program (default: chosen from the batch, see README).")
 @click.option("--dtype", default=None, metavar="float64|float32", help="Batch mode: the precision (default float64).")
 @click.option("--chunk", type=int, default=None, metavar="N",
               help="Batch mode: points per chunk; memory grows with it (default 65536).")
 @click.option("--out", "out", default=None, metavar="FILE",
               help="Batch mode: write points, values and gradients to a .npz or .csv file (atomically).")
 def grad(expr, at, methods, rtol, atol, timeout, direction, full, as_json, fmt, batch_n, domains, points_file, seed,
-         device, dtype, chunk, out):
+         device, engine, dtype, chunk, out):
     """The gradient of EXPR at a point, by forward and reverse mode, finite differences and sympy.
 
     \b
@@ -60,11 +60,15 @@ def grad(expr, at, methods, rtol, atol, timeout, direction, full, as_json, fmt, 
     if batch_n is not None or points_file is not None:
         if direction:
             fail(BadInput("--direction applies at one point (--at), not in batch mode"), as_json)
-        _batch(expr, at, methods, rtol, atol, timeout, as_json, batch_n, domains, points_file, seed, device,
-               dtype, chunk, out)
+        # here, not at the top: batch mode's modules import sympy (its reference is compiled from
+        # sympy's derivative) and the engines, which grad at a point must not load
+        from .grad_batch import run_batch_command
+
+        run_batch_command(expr, at, methods, rtol, atol, timeout, as_json, batch_n, domains, points_file, seed,
+                          device, engine, dtype, chunk, out)
         return
     batch_only = [name for name, v in (("--domain", domains), ("--seed", seed), ("--device", device),
-                                       ("--dtype", dtype), ("--chunk", chunk), ("--out", out)) if v]
+                                       ("--engine", engine), ("--dtype", dtype), ("--chunk", chunk), ("--out", out)) if v]
     if batch_only:
         fail(BadInput(f"{batch_only[0]} only applies in batch mode: add --batch N or --points FILE"), as_json)
     try:
@@ -78,86 +82,9 @@ def grad(expr, at, methods, rtol, atol, timeout, direction, full, as_json, fmt, 
     except BadInput as exc:
         fail(exc, as_json)
     try:
-        graph, point, warnings = prepare(expr, parse_assignments(at, _parse_constant()))
-        v = direction_vector(graph, parse_direction(direction, _parse_constant())) if direction else None
+        graph, point, warnings = prepare(expr, parse_assignments(at, parse_constant))
+        v = direction_vector(graph, parse_direction(direction, parse_constant)) if direction else None
     except BadInput as exc:
         fail(exc, as_json)
     run_and_print(compare_point, lambda r: render_grad(r, full=full), graph, point, warnings, as_json, fmt,
                   timeout, expression=expr, methods=selected, rtol=rtol, atol=atol, direction=v)
-
-
-def _parse_constant():
-    from ..parser import parse_constant
-
-    return parse_constant
-
-
-def _batch(expr, at, methods, rtol, atol, timeout, as_json, batch_n, domains, points_file, seed, device, dtype,
-           chunk, out):
-    """``--batch N`` / ``--points FILE``: every method over many points, statistics and worst points."""
-    from ..batch.api import check_options, prepare_batch, run_prepared
-    from ..batch.compare import DEFAULT_CHUNK
-    from ..batch.device import resolve_device
-    from ..render.batch import render_batch
-
-    chunk = DEFAULT_CHUNK if chunk is None else chunk
-    try:
-        if at:
-            raise BadInput("--at gives one point; batch mode takes --domain (with --batch) or --points")
-        if batch_n is not None and points_file is not None:
-            raise BadInput("--batch and --points exclude each other: give one")
-        if points_file is not None and seed is not None:
-            raise BadInput("--seed only goes with --batch N (the points file gives the points)")
-        dt = check_options(rtol, atol, timeout, chunk, dtype or "float64")
-        selected = parse_methods(methods) if methods else None
-        dev, note = resolve_device(device or "cpu")
-        graph, source, info, warnings = prepare_batch(expr, points_file=points_file, n=batch_n,
-                                                      domain=domains or None, seed=seed or 0)
-    except ValueError as exc:  # BadInput is a ValueError too
-        fail(exc if isinstance(exc, BadInput) else BadInput(str(exc)), as_json)
-    if note:
-        click.echo(f"note: {note}", err=True)
-    for w in warnings:
-        click.echo(f"warning: {w}", err=True)
-    err_console = console(stderr=True)
-    show = not as_json and sys.stderr.isatty() and source.n >= PROGRESS_POINTS
-    try:
-        with _progress(show, err_console, source.n) as progress:
-            report = run_prepared(graph, source, info, warnings, expr=expr, methods=selected, rtol=rtol,
-                                  atol=atol, dtype=dt, device=dev, chunk=chunk, out=out, timeout=timeout,
-                                  progress=progress)
-    except BadInput as exc:
-        fail(exc, as_json)
-    if as_json:
-        click.echo(dumps(report.to_dict()))
-    else:
-        console().print(render_batch(report))
-    sys.exit(report.exit_code)
-
-
-#: A progress bar (stderr, terminals only, never with --json) from this many points on.
-PROGRESS_POINTS = 1_000_000
-
-
-class _progress:
-    """A rich progress bar on stderr, or nothing; yields the callback ``progress(done, total)``."""
-
-    def __init__(self, show: bool, console_, total: int):
-        self.show, self.console, self.total = show, console_, total
-        self.bar = None
-
-    def __enter__(self):
-        if not self.show:
-            return None
-        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self.bar = Progress(TextColumn("checking"), BarColumn(), TextColumn("{task.completed}/{task.total} points"),
-                            TimeRemainingColumn(), console=self.console, transient=True)
-        self.bar.start()
-        task = self.bar.add_task("batch", total=self.total)
-        return lambda done, total: self.bar.update(task, completed=done)
-
-    def __exit__(self, *exc):
-        if self.bar is not None:
-            self.bar.stop()
-        return False

@@ -6,6 +6,7 @@ import click
 from ..api import direction_vector, prepare
 from ..errors import BadInput
 from ..hessian_compare import compare_hessian, parse_hessian_methods, require_scalar
+from ..parser import parse_constant
 from ..render.hessian import render_hessian
 from .common import JsonCommand, fail, parse_assignments, parse_direction, point_options, run_and_print
 from .formats import check_format, format_option
@@ -35,8 +36,6 @@ def hessian(expr, at, methods, rtol, atol, timeout, direction, full, as_json, fm
     Exit codes: 0 all methods agree, 1 a disagreement, 2 bad input (also a vector-valued expression),
     3 the Hessian is undefined or does not exist at the point (a kink anywhere on the path counts).
     """
-    from ..parser import parse_constant
-
     try:
         check_format(fmt, as_json)
         if rtol is not None and not rtol >= 0 or atol is not None and not atol >= 0:

@@ -10,24 +10,17 @@ import sys
 import click
 import numpy as np
 
+from ..api import parse_expression, prepare
+from ..diagnose import diagnose
 from ..errors import BadInput
+from ..exit_codes import EXIT_OK, exit_code
+from ..parser import parse_constant
+from ..plotting.data import plot_data, step_data
+from ..plotting.render import check_save_path, need, plot_file, plot_terminal, steps_file, steps_terminal
 from ..render.json import dumps
-from ..report import EXIT_OK, EXIT_UNDEFINED
 from .common import JsonCommand, fail, parse_assignments, split_top_level
 
 MAX_POINTS = 100_000
-
-
-def _parse_constant(text):
-    from ..parser import parse_constant
-
-    return parse_constant(text)
-
-
-def _parse(expr):
-    from ..api import _parse as parse
-
-    return parse(expr)
 
 
 def _terminal_size(default=(100, 30)) -> tuple:
@@ -42,8 +35,6 @@ def _color() -> bool:
 
 def _need_libraries(command: str, as_json: bool, save: str | None) -> None:
     """Fail before any work when the picture asked for cannot be drawn."""
-    from ..plotting.render import check_save_path, need
-
     if save is not None:
         check_save_path(save)
         need("matplotlib", command)
@@ -55,7 +46,9 @@ def _fixed_text(values: dict) -> str:
     return ", ".join(f"{k} = {v:.6g}" for k, v in values.items())
 
 
-def _finish(doc: dict, as_json: bool, code: int, message: str = ""):
+def _finish(doc: dict, as_json: bool, message: str = ""):
+    """The end of plot and steps: the note on stderr, the document, the exit code of its status."""
+    code = exit_code(doc["status"])
     if message:
         click.echo(f"{'note' if code == EXIT_OK else doc['status']}: {message}", err=True)
     if as_json:
@@ -78,7 +71,7 @@ def parse_range(text: str) -> tuple:
     if len(parts) != 2 or not all(p.strip() for p in parts):
         raise BadInput(f"--x expects LO:HI (such as -3:3 or -pi:pi), got {text!r}")
     try:
-        lo, hi = (_parse_constant(p.strip()) for p in parts)
+        lo, hi = (parse_constant(p.strip()) for p in parts)
     except ValueError as exc:
         raise BadInput(f"--x: {getattr(exc, 'message', exc)}") from None
     if not lo < hi:
@@ -147,14 +140,12 @@ def plot(expr, x_range, var, at, n, save, timeout, as_json):
         name, lo, hi = parse_range(x_range)
         if name is not None and var is not None and name != var:
             raise BadInput(f"--x names {name} but --var names {var}: give one")
-        graph = _parse(expr)
-        fixed = parse_assignments(at, _parse_constant)
+        graph = parse_expression(expr)
+        fixed = parse_assignments(at, parse_constant)
         var = free_variable(graph, fixed, name or var)
         _need_libraries("plot", as_json, save)
     except BadInput as exc:
         fail(exc, as_json)
-    from ..plotting.data import plot_data
-
     data = plot_data(graph, var, lo, hi, fixed, n=n, timeout=timeout or None)
     m = data.f.shape[0]
     labels = ["f"] if m == 1 else [f"f[{j}]" for j in range(m)]
@@ -165,22 +156,18 @@ def plot(expr, x_range, var, at, n, save, timeout, as_json):
     message = "" if defined else f"{expr} is undefined everywhere on {var} = {lo:g}..{hi:g}"
     try:
         if save is not None:
-            from ..plotting.render import plot_file
-
             plot_file(data, save, title, labels)
             doc["saved"] = save
             if not message:
                 message = f"wrote {save}"
         elif not as_json:
-            from ..plotting.render import plot_terminal
-
             width, height = _terminal_size()
             click.echo(plot_terminal(data, title, labels, width, height, _color()))
     except BadInput as exc:
         fail(exc, as_json)
     except OSError as exc:
         fail(BadInput(f"--save: cannot write {save}: {exc.strerror or exc}"), as_json)
-    _finish(doc, as_json, EXIT_OK if defined else EXIT_UNDEFINED, message)
+    _finish(doc, as_json, message)
 
 
 # --- gradcli steps -----------------------------------------------------------------------------------
@@ -209,12 +196,10 @@ def steps(expr, at, wrt, save, timeout, as_json):
     Exit codes: 0 a picture (or data), 2 bad input or a missing plot extra, 3 the derivative is
     undefined or does not exist at the point.
     """
-    from ..api import prepare
-
     try:
         if not 0 <= timeout <= 1e6:
             raise BadInput("--timeout must be a number of seconds from 0 (no limit) to 1e6")
-        graph, point, warnings = prepare(expr, parse_assignments(at, _parse_constant))
+        graph, point, warnings = prepare(expr, parse_assignments(at, parse_constant))
         if not graph.variables:
             raise BadInput("the expression has no variable to differentiate by")
         if len(graph.outputs) != 1:
@@ -229,8 +214,6 @@ def steps(expr, at, wrt, save, timeout, as_json):
         fail(exc, as_json)
     for w in warnings:
         click.echo(f"warning: {w}", err=True)
-    from ..diagnose import diagnose
-
     k = graph.variables.index(wrt)
     base = {"expression": expr, "variables": list(graph.variables), "variable": wrt, "point": point}
     found, bad_value, bad_deriv = diagnose(graph, point)
@@ -240,26 +223,20 @@ def steps(expr, at, wrt, save, timeout, as_json):
         message = next((d.message for d in found if d.kind == status), "the derivative does not exist here")
         _finish({**base, "status": status, "message": message,
                  "diagnostics": [{"kind": d.kind, "op": d.op, "message": d.message} for d in found]},
-                as_json, EXIT_UNDEFINED, message)
-    from ..plotting.data import step_data
-
+                as_json, message)
     try:
         data = step_data(graph, point, wrt, timeout=timeout or None)
     except ValueError as exc:
-        _finish({**base, "status": "undefined", "message": str(exc)}, as_json, EXIT_UNDEFINED, str(exc))
+        _finish({**base, "status": "undefined", "message": str(exc)}, as_json, str(exc))
     doc = {**base, **data.to_dict(), "status": "ok"}
     title = f"d/d{wrt} {expr} at {_fixed_text(point)}"
     message = ""
     try:
         if save is not None:
-            from ..plotting.render import steps_file
-
             steps_file(data, save, title)
             doc["saved"] = save
             message = f"wrote {save}"
         elif not as_json:
-            from ..plotting.render import steps_terminal
-
             width, height = _terminal_size()
             click.echo(steps_terminal(data, title, width, height, _color()))
             click.echo(_steps_summary(data))
@@ -267,7 +244,7 @@ def steps(expr, at, wrt, save, timeout, as_json):
         fail(exc, as_json)
     except OSError as exc:
         fail(BadInput(f"--save: cannot write {save}: {exc.strerror or exc}"), as_json)
-    _finish(doc, as_json, EXIT_OK, message)
+    _finish(doc, as_json, message)
 
 
 def _steps_summary(data) -> str:

@@ -7,19 +7,23 @@ methods' error and nothing else; constants keep the exact decimal the user wrote
 """
 from __future__ import annotations
 
+import importlib
 import signal
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-
-import sympy
-from sympy.core.evalf import PrecisionExhausted
 
 from ..graph import Graph
 from ..primitives import PRIMITIVES, sympy_constant
 
 DIGITS = 35
 DEFAULT_TIMEOUT = 5.0
+
+
+def load_sympy():
+    """sympy, imported on first need: it takes most of a second to import, and a run that asks for no
+    symbolic result (``--method forward,reverse``, ``--help``) should not pay for it."""
+    return importlib.import_module("sympy")
 
 
 class SymbolicTimeout(Exception):
@@ -57,6 +61,7 @@ class SymbolicResult:
 
 
 def symbols_of(graph: Graph) -> dict:
+    sympy = load_sympy()
     return {name: sympy.Symbol(name, real=True) for name in graph.variables}
 
 
@@ -67,6 +72,7 @@ class _Terms(list):
 
 def to_sympy(graph: Graph, symbols: dict | None = None) -> list:
     """The outputs of ``graph`` as sympy expressions (a loop over the nodes, no recursion)."""
+    sympy = load_sympy()
     symbols = symbols or symbols_of(graph)
     users = graph.uses()
     exprs: list = []
@@ -95,8 +101,10 @@ def to_sympy(graph: Graph, symbols: dict | None = None) -> list:
     return [value(o) for o in graph.outputs]
 
 
-def _tidy(d):
+def tidy(d):
+    """A sympy derivative without its DiracDelta terms."""
     # d/dx sign(x) is 2*DiracDelta(x): zero wherever the derivative exists (kinks are reported apart)
+    sympy = load_sympy()
     return d.replace(sympy.DiracDelta, lambda *a: sympy.S.Zero)
 
 
@@ -106,6 +114,8 @@ MAX_DIGITS = (100, 1000, 4000)
 
 
 def _evalf(expr, digits, subs):
+    sympy = load_sympy()
+    from_evalf = sympy.core.evalf
     try:
         # a pole that sits on an exact constant (tan(pi*x) at x = 1/2) is a finite, confident-looking
         # number to evalf, whose pi has finitely many digits; exact substitution sees it
@@ -115,7 +125,7 @@ def _evalf(expr, digits, subs):
         for maxn in MAX_DIGITS:
             try:
                 return _number(expr.evalf(n=digits, subs=subs, maxn=maxn, strict=True))
-            except PrecisionExhausted:
+            except from_evalf.PrecisionExhausted:
                 continue
         # no precision certifies it: an exact zero (sin(pi*x) at x = 1) or a value that hides one
         if exact.is_zero:
@@ -127,6 +137,7 @@ def _evalf(expr, digits, subs):
 
 def _number(v):
     """A finite real sympy Float, or None for zoo/nan/complex results."""
+    sympy = load_sympy()
     if v is None or not v.is_Number or v.is_infinite or v is sympy.nan or v.has(sympy.I):
         return None
     if v.is_Float and v._prec < 16:
@@ -137,11 +148,12 @@ def _number(v):
 
 def derivatives(graph: Graph, timeout: float | None = DEFAULT_TIMEOUT) -> SymbolicResult:
     """sympy's derivative of every output by every variable, as expressions and strings."""
+    sympy = load_sympy()
     syms = symbols_of(graph)
     try:
         with time_limit(timeout):
             outs = to_sympy(graph, syms)
-            ds = [[_tidy(sympy.diff(f, syms[v])) for v in graph.variables] for f in outs]
+            ds = [[tidy(sympy.diff(f, syms[v])) for v in graph.variables] for f in outs]
             text = [[sympy.sstr(d) for d in row] for row in ds]
     except SymbolicTimeout:
         return SymbolicResult("unavailable", f"sympy did not finish within {timeout:g} s")
@@ -158,6 +170,7 @@ def evaluate_at(graph: Graph, point: dict, exprs: list, timeout, digits: int, wh
     """Nested lists of sympy expressions evaluated at the exact binary ``point`` to ``digits`` digits,
     under the time limit -> (the same nesting of Floats (None: not a finite real), "") or
     (None-filled nesting, why sympy could not)."""
+    sympy = load_sympy()
     syms = symbols_of(graph)
     subs = {syms[v]: sympy.Rational(float(point[v])) for v in graph.variables}
 
@@ -189,3 +202,6 @@ def symbolic(graph: Graph, point: dict, timeout: float | None = DEFAULT_TIMEOUT,
         res.status = "undefined"
         res.message = "the symbolic derivative is not a finite real number at this point"
     return res
+
+
+_tidy = tidy  # the name other modules used before it was public

@@ -4,6 +4,7 @@ when a picture is asked for: gradcli itself runs without them.
 """
 from __future__ import annotations
 
+import importlib
 import os
 
 import numpy as np
@@ -23,8 +24,6 @@ METHOD_LABELS = {"forward": "forward (f(x+h)-f(x))/h", "central": "central (f(x+
 
 def need(module: str, command: str):
     """Import a plotting library, or explain which extra brings it (exit 2, one line)."""
-    import importlib
-
     try:
         return importlib.import_module(module)
     except ImportError:

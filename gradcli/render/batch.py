@@ -6,7 +6,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..batch.report import BatchReport
-from .table import STATUS_STYLE, VERDICT_MARK, VERDICT_STYLE, _truncate, fmt_error, fmt_number
+from .table import STATUS_STYLE, VERDICT_MARK, VERDICT_STYLE, fmt_error, fmt_number, truncate
 
 
 def _rate(points: int, seconds: float) -> str:
@@ -17,14 +17,14 @@ def _rate(points: int, seconds: float) -> str:
 
 
 def _point(p: dict) -> str:
-    return _truncate(", ".join(f"{k}={v!r}" for k, v in p.items()))
+    return truncate(", ".join(f"{k}={v!r}" for k, v in p.items()))
 
 
 def render_batch(report: BatchReport) -> Group:
     parts = []
     head = Text()
     head.append("f", style="bold")
-    head.append(f"({_truncate(', '.join(report.variables))}) = {_truncate(report.expression)}\n")
+    head.append(f"({truncate(', '.join(report.variables))}) = {truncate(report.expression)}\n")
     if "domain" in report.source:
         where = ", ".join(f"{k} in [{lo:g}, {hi:g})" for k, (lo, hi) in report.source["domain"].items())
         head.append(f"{report.points} uniform points, {where} (seed {report.source.get('seed', 0)})\n")

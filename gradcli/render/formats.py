@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import sympy
 
-from .hessian import _definiteness_text
+from ..methods.symbolic import load_sympy
+from .hessian import definiteness_text
 from .table import VERDICT_MARK, fmt_error, fmt_exact, fmt_number
 
 FORMATS = ("markdown", "latex")
@@ -135,7 +135,7 @@ def hessian_markdown(report) -> str:
         parts.append(table)
     if report.eigenvalues is not None and report.definiteness is not None:
         parts.append(f"eigenvalues: {', '.join(fmt_number(v, 8) for v in report.eigenvalues)}; "
-                     f"definiteness: **{report.definiteness}** ({_definiteness_text(report)})")
+                     f"definiteness: **{report.definiteness}** ({definiteness_text(report)})")
     if report.direction is not None:
         parts.append(_md_directional(report, hvp=True))
     parts.append(_md_verdict(report))
@@ -150,7 +150,12 @@ def latex_escape(text: str) -> str:
 
 def _latex_symbol(name: str) -> str:
     # a Symbol built from the name (never parsed): x_1 -> x_{1}, alpha -> \alpha
+    sympy = load_sympy()
     return sympy.latex(sympy.Symbol(name))
+
+
+def _latex(expr) -> str:
+    return load_sympy().latex(expr)
 
 
 def latex_number(v, digits: int = 11) -> str:
@@ -194,8 +199,8 @@ def _latex_function(report, functions) -> str | None:
     if not functions:
         return None
     if len(functions) == 1:
-        return rf"\[ f({args}) = {sympy.latex(functions[0])} \]"
-    return "\n".join(rf"\[ f_{{{i + 1}}}({args}) = {sympy.latex(f)} \]" for i, f in enumerate(functions))
+        return rf"\[ f({args}) = {_latex(functions[0])} \]"
+    return "\n".join(rf"\[ f_{{{i + 1}}}({args}) = {_latex(f)} \]" for i, f in enumerate(functions))
 
 
 def _latex_verdict(report) -> str:
@@ -221,7 +226,7 @@ def grad_latex(report, derivatives=None, functions=None) -> str:
         for _, _, i, k in entries:
             lf = f"f_{{{i + 1}}}" if vector else "f"
             lines.append(rf"\[ \frac{{\partial {lf}}}{{\partial {_latex_symbol(report.variables[k])}}} = "
-                         rf"{sympy.latex(derivatives[i][k])} \]")
+                         rf"{_latex(derivatives[i][k])} \]")
         parts.append("\n".join(lines))
     else:
         parts.append("% the symbolic derivative is unavailable")
@@ -259,7 +264,7 @@ def hessian_latex(report, second=None, functions=None) -> str:
     if f:
         parts.append(f)
     if second:
-        parts.append(rf"\[ H = {_pmatrix([[sympy.latex(second[i][k]) for k in range(n)] for i in range(n)])} \]")
+        parts.append(rf"\[ H = {_pmatrix([[_latex(second[i][k]) for k in range(n)] for i in range(n)])} \]")
     else:
         parts.append("% the symbolic Hessian is unavailable")
     if report.reference_hessian is not None:
@@ -277,6 +282,6 @@ def hessian_latex(report, second=None, functions=None) -> str:
     if report.eigenvalues is not None and report.definiteness is not None:
         eig = ", ".join(latex_number(v, 8) for v in report.eigenvalues)
         parts.append(f"Eigenvalues: {eig}; definiteness: \\textbf{{{latex_escape(report.definiteness)}}} "
-                     f"({latex_escape(_definiteness_text(report))}).")
+                     f"({latex_escape(definiteness_text(report))}).")
     parts.append(_latex_verdict(report))
     return "\n\n".join(parts) + "\n"

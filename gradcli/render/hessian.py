@@ -6,8 +6,8 @@ from rich.console import Group
 from rich.text import Text
 
 from ..report import HessianReport
-from .table import (_truncate, header, direction_table, entry_table, fmt_exact, fmt_number, method_table,
-                    notes_and_verdict)
+from .table import (direction_table, entry_table, fmt_exact, fmt_number, header, method_table, notes_and_verdict,
+                    truncate)
 
 DEFINITENESS_TEXT = {
     "minimum": "positive definite",
@@ -19,7 +19,7 @@ DEFINITENESS_TEXT = {
 CRITICAL_TEXT = {"minimum": "a local minimum", "maximum": "a local maximum", "saddle": "a saddle point"}
 
 
-def _definiteness_text(report: HessianReport) -> str:
+def definiteness_text(report: HessianReport) -> str:
     text = DEFINITENESS_TEXT[report.definiteness]
     critical = CRITICAL_TEXT.get(report.definiteness)
     grad = [g for g in report.gradient.values() if g is not None]
@@ -50,7 +50,7 @@ def render_hessian(report: HessianReport, full: bool = False) -> Group:
         for i in range(n):
             for k in range(i, n):
                 sym.append(f"{_label(report, i, k)} = ", style="bold")
-                sym.append(_truncate(report.symbolic[i][k]) + "\n")
+                sym.append(truncate(report.symbolic[i][k]) + "\n")
         parts.append(sym)
 
     def symmetry_cell(name, m):
@@ -68,7 +68,7 @@ def render_hessian(report: HessianReport, full: bool = False) -> Group:
         eig.append(", ".join(fmt_number(v, 8) for v in report.eigenvalues) + "\n")
         eig.append("definiteness: ", style="bold")
         eig.append(report.definiteness, style="bold")
-        eig.append(f" ({_definiteness_text(report)})")
+        eig.append(f" ({definiteness_text(report)})")
         parts.append(eig)
     if report.direction is not None:
         parts.append(direction_table(report, hvp=True))

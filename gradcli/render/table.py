@@ -49,7 +49,8 @@ def _error_style(err, tol) -> str:
     return "green" if err < 1e-12 else "cyan" if err < 1e-8 else "yellow"
 
 
-def _truncate(text: str) -> str:
+def truncate(text: str) -> str:
+    """A long symbolic text cut to what a table can show, saying how long it was."""
     return text if len(text) <= MAX_SYMBOLIC_CHARS else text[:MAX_SYMBOLIC_CHARS] + f" … ({len(text)} chars)"
 
 
@@ -68,8 +69,8 @@ def header(variables, expression: str, point: dict) -> Text:
     """``f(x, y) = EXPR`` and ``at x = .., y = ..``: the first lines of every point report."""
     head = Text()
     head.append("f", style="bold")
-    head.append(f"({_truncate(', '.join(variables))}) = {_truncate(expression)}\n")
-    at = _truncate(", ".join(f"{k} = {fmt_exact(v)}" for k, v in point.items()))
+    head.append(f"({truncate(', '.join(variables))}) = {truncate(expression)}\n")
+    at = truncate(", ".join(f"{k} = {fmt_exact(v)}" for k, v in point.items()))
     head.append(f"at {at}\n" if at else "")
     return head
 
@@ -88,7 +89,7 @@ def render_grad(report: GradReport, full: bool = False) -> Group:
         for i, row in enumerate(report.symbolic):
             for var, d in zip(report.variables, row):
                 sym.append(f"{_label(report, i, var)} = ", style="bold")
-                sym.append(_truncate(d) + "\n")
+                sym.append(truncate(d) + "\n")
         parts.append(sym)
 
     if report.vector and not full:

@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pytest
 
+import gradcli
 from gradcli.cli import main
 from cli_helpers import PLAIN_ENV, RUNNER, strict_json
 
@@ -206,3 +207,66 @@ def test_a_constant_expression_with_a_points_file_says_it_has_no_variables(tmp_p
     p.write_text("x,y\n1,2\n")
     r = grad("2", "--points", str(p))
     assert r.exit_code == 2 and "no variables" in r.stderr
+
+
+# ---- --out file mode, --engine --------------------------------------------------------------------
+
+@pytest.mark.parametrize("ext", ["csv", "npz"])
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_out_files_get_the_users_normal_mode(tmp_path, ext, umask):
+    out = tmp_path / f"g.{ext}"
+    old = os.umask(umask)
+    try:
+        r = grad("x*y", "--batch", "20", "--domain", "x=0:1, y=0:1", "--out", str(out), "--json")
+    finally:
+        os.umask(old)
+    assert r.exit_code == 0, r.stderr
+    assert out.stat().st_mode & 0o777 == 0o666 & ~umask
+    assert [p.name for p in tmp_path.iterdir()] == [out.name]  # no temporary file left behind
+
+
+def test_the_engine_gives_the_same_verdict_and_numbers(tmp_path):
+    docs = {}
+    for engine in ("numpy", None):
+        out = tmp_path / f"{engine}.npz"
+        args = ["x**2*sin(y) + exp(x*y)", "--batch", "300", "--domain", "x=-1:1, y=0:2", "--out", str(out),
+                "--json"] + (["--engine", engine] if engine else [])
+        r = grad(*args)
+        assert r.exit_code == 0 and r.stderr == ""
+        docs[engine] = strict_json(r.stdout)
+        with np.load(out) as z:
+            docs[engine]["grad_x"] = z["grad_x"].tobytes()
+    assert docs["numpy"]["status"] == docs[None]["status"] == "agree"
+    assert docs["numpy"]["grad_x"] == docs[None]["grad_x"]  # 300 points: the rule picks numpy
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--engine", "fortran"], "unknown engine 'fortran'"),
+    (["--engine", "cuda", "--device", "cpu"], "--engine cuda runs on the GPU"),
+    (["--engine", "numpy", "--device", "cuda"], "--engine numpy runs on the CPU"),
+])
+def test_bad_engine_is_exit_2(args, message):
+    r = grad("x**2", "--batch", "10", "--domain", "x=0:1", *args)
+    assert r.exit_code == 2 and r.stdout == ""
+    assert r.stderr.startswith("error: ") and message in r.stderr
+
+
+def test_engine_cuda_without_cuda_is_exit_2(monkeypatch):
+    monkeypatch.setattr("gradcli.batch.device.cuda_status", lambda: (False, "no CUDA device"))
+    r = grad("x**2", "--batch", "10", "--domain", "x=0:1", "--engine", "cuda")
+    assert r.exit_code == 2 and r.stderr.startswith("error: --engine cuda: CUDA is not available")
+
+
+def test_engine_only_applies_in_batch_mode():
+    r = grad("x**2", "--at", "x=1", "--engine", "numpy")
+    assert r.exit_code == 2 and "--engine only applies in batch mode" in r.stderr
+
+
+def test_grad_batch_takes_an_engine_and_checks_it():
+    kw = dict(n=200, domain={"x": (0.5, 2)}, seed=1)
+    a, b = gradcli.grad_batch("log(x)*x", engine="numpy", **kw), gradcli.grad_batch("log(x)*x", **kw)
+    assert a.status == b.status == "agree"
+    assert a.methods["reverse"].max_rel_error == b.methods["reverse"].max_rel_error
+    for engine, device in (("cuda", "cpu"), ("numba", "cuda"), ("gpu", None)):
+        with pytest.raises(gradcli.BadInput):
+            gradcli.grad_batch("log(x)", engine=engine, device=device, **kw)

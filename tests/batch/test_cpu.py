@@ -1,4 +1,10 @@
 """The CPU executors against compile.run and forward mode; gradcli.compile's API."""
+import hashlib
+import os
+import subprocess
+import sys
+import time
+
 import numpy as np
 import pytest
 
@@ -158,15 +164,62 @@ def test_numba_engine_special_points_as_numpy(expr):
 
 
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba is not installed")
-def test_auto_measures_once_and_is_correct(monkeypatch):
-    monkeypatch.setattr(backend, "SAMPLE", 1000)
-    monkeypatch.setattr(backend, "_numba_due", lambda: True)
+def test_auto_follows_the_rule_and_is_correct(monkeypatch):
+    # the rule with a lower threshold, so that a small batch takes the numba path
+    monkeypatch.setattr(backend, "NUMBA_WORK", 1000)
     program = compile_graph(parse(EXPRESSIONS[0]))
     pts = points(program.variables, 5000)
     got = backend.execute(program, pts)
-    assert backend.chosen_engine(program) in ("numpy", "numba")
+    assert backend.chosen_engine(program, n_points=5000) == "numba"
+    np.testing.assert_array_equal(got, backend.execute(program, pts, engine="numba"))
     close(got, reference(program, pts), 1e-13)
     close(backend.execute(program, pts), reference(program, pts), 1e-13)
+
+
+def test_the_engine_rule_depends_on_the_input_alone(monkeypatch):
+    big = backend.NUMBA_WORK
+    assert backend.choose_engine(10, 10) == "numpy"
+    assert backend.choose_engine(big // 8, 8, engine="numpy") == "numpy"
+    assert backend.choose_engine(1, 1, "cuda") == "cuda"
+    assert backend.choose_engine(big // 8, 8) == ("numba" if HAVE_NUMBA else "numpy")
+    assert backend.choose_engine(big // 8 - 1, 8) == "numpy"  # just under the threshold
+    monkeypatch.setattr(backend, "_numba", lambda: None)  # numba not installed
+    assert backend.choose_engine(big, 10) == "numpy"
+    for engine, device in (("cuda", "cpu"), ("numpy", "cuda"), ("numba", "cuda"), ("fortran", "cpu")):
+        with pytest.raises(ValueError):
+            backend.choose_engine(10, 10, device, engine)
+
+
+def _engine_bytes(n: int) -> bytes:
+    f = gradcli.compile("exp(-(x**2 + y**2)/2) * cos(3*x*y) + tanh(x)/cosh(y)")
+    rng = np.random.default_rng(7)
+    value, grad = f.value_and_grad(x=rng.uniform(-2, 2, n), y=rng.uniform(-2, 2, n))
+    return value.tobytes() + grad["x"].tobytes() + grad["y"].tobytes()
+
+
+def test_the_same_input_gives_the_same_bits_in_this_process_and_the_next():
+    n = 800_000  # enough that the engine once switched to numba after a second of numpy in a process
+    first = _engine_bytes(n)
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < 1.5:  # a process's history (seconds spent in numpy) must not matter
+        assert _engine_bytes(n) == first
+    code = ("import hashlib, sys; sys.path.insert(0, sys.argv[1]); from test_cpu import _engine_bytes; "
+            f"print(hashlib.sha256(_engine_bytes({n})).hexdigest())")
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = subprocess.run([sys.executable, "-c", code, here], capture_output=True, text=True, check=True,
+                         timeout=300, cwd=here).stdout.strip()
+    assert out == hashlib.sha256(first).hexdigest()
+
+
+def test_compile_takes_an_engine():
+    f = gradcli.compile("x*sin(y)")
+    x, y = np.linspace(-1, 1, 7), np.linspace(0, 2, 7)
+    value, grad = f.value_and_grad(x=x, y=y, engine="numpy")
+    np.testing.assert_allclose(grad["x"], np.sin(y), rtol=1e-15)
+    with pytest.raises(gradcli.BadInput, match="engine"):
+        f.value_and_grad(x=x, y=y, engine="fortran")
+    with pytest.raises(gradcli.BadInput, match="CPU"):
+        f.value_and_grad(x=x, y=y, device="cuda", engine="numpy")
 
 
 # ---- gradcli.compile -------------------------------------------------------------------------------
