@@ -27,6 +27,7 @@ import numpy as np
 
 from ..primitives import PRIMITIVES
 from .compile import Program
+from .cpu import n_threads, pool, prepare_inputs
 
 try:  # the optional extra
     import numba
@@ -237,8 +238,6 @@ def compiled() -> bool:
 
 def execute(program: Program, inputs: dict, dtype=np.float64, block: int | None = None) -> np.ndarray:
     """All outputs of ``program`` at N points, as :func:`gradcli.batch.cpu.execute`, on numba threads."""
-    from .cpu import prepare_inputs
-
     arrays, N = prepare_inputs(program, inputs)
     out = np.empty((len(program.outputs), N), dtype=dtype)
     run_range(NumbaPlan(program, dtype), stack(arrays, N, dtype), out, 0, N, block=block)
@@ -274,8 +273,6 @@ def run_range(plan: NumbaPlan, x, out: np.ndarray, start: int, stop: int, block:
         raise RuntimeError("numba is not installed (pip install 'gradcli[fast]')")
     if stop <= start:
         return
-    from .cpu import n_threads, pool
-
     block = int(block or plan.block())
     n_blocks = (stop - start + block - 1) // block
     threads = min(n_threads(), n_blocks)
