@@ -2,10 +2,11 @@
 
 ``pip install gradcli[fast]``.
 
-No source is generated and nothing is ``exec``-ed: the kernel is an interpreter, compiled once (and
-cached on disk by numba), that walks an instruction array. Its instructions are the primitive table's
-entries in table order, each one's loop built from the entry's ``numba`` form (a scalar function or
-a :mod:`.vecmath` loop), so a new primitive needs nothing here. Each thread owns a register file of
+The kernel is an interpreter, compiled once (and cached on disk by numba), that walks an instruction
+array: nothing of the user's is ever compiled. Its instructions are the primitive table's entries in
+table order, each one's loop built from the entry's ``numba`` form (a scalar function or a
+:mod:`.vecmath` loop), so a new primitive needs nothing here; the one piece of generated source is
+the dispatch over the opcodes, made of opcode numbers and names this module makes. Each thread owns a register file of
 ``block`` elements per register (:meth:`NumbaPlan.block`: the file fits in L2); for every block of
 points it runs the instructions in order, each one a tight loop over the block. The opcode is
 dispatched once per instruction and block, not per element, so the loops are as fused as a
@@ -79,58 +80,53 @@ if numba is not None:
     _JIT = dict(boundscheck=False, error_model="numpy")
 
     def _loop(prim):
-        """The instruction's loop over a block, ``loop(op, o, x, y, n, w, wi)``, from the entry's form."""
+        """The instruction's loop over a block, ``loop(o, x, y, n, w, wi)``, from the entry's form."""
         form = prim.numba
         if isinstance(form, str):
             vectorised = getattr(vecmath, form)
 
-            def loop(op, o, x, y, n, w, wi):
+            def loop(o, x, y, n, w, wi):
                 vectorised(x, o, n, w, wi)
         elif prim.arity == 1:
             f = numba.njit(inline="always", error_model="numpy")(form)
 
-            def loop(op, o, x, y, n, w, wi):
+            def loop(o, x, y, n, w, wi):
                 for i in range(n):
                     o[i] = f(x[i])
         else:
             f = numba.njit(inline="always", error_model="numpy")(form)
 
-            def loop(op, o, x, y, n, w, wi):
+            def loop(o, x, y, n, w, wi):
                 for i in range(n):
                     o[i] = f(x[i], y[i])
-        return numba.njit(**_JIT)(loop)
+        return numba.njit(inline="always", **_JIT)(loop)
 
-    def _sincos(op, o, x, y, n, w, wi):
+    def _sincos(o, x, y, n, w, wi):
         vecmath.sincos(x, o, y, n, w)
 
-    def _copy(op, o, x, y, n, w, wi):
+    def _copy(o, x, y, n, w, wi):
         for i in range(n):
             o[i] = x[i]
 
-    def _tree(loops, lo, hi):
-        """The dispatch over opcodes lo:hi, a binary search: the kernel's if/elif over the opcodes,
-        written once for any table. ``mid`` is a constant of the compiled code (numba freezes closure
-        variables), and a balanced tree keeps numba's nested compilation shallow."""
-        if hi - lo == 1:
-            return loops[lo]
-        mid = (lo + hi) // 2
-        left, right = _tree(loops, lo, mid), _tree(loops, mid, hi)
+    def _block_source():
+        """The kernel's dispatch: one branch per opcode, in the table's order. Only opcode numbers and
+        names made here (``_loop3``) reach the source, never anything of the user's. A literal if/elif
+        chain over inlined loops compiles as one function, as fast as a hand-written kernel (a tree of
+        closures, which needs no source, took twice as long to compile cold)."""
+        lines = ["def _block(code, r, n, w, wi):",
+                 "    for j in range(code.shape[0]):",
+                 "        op, d, a, b = code[j, 0], code[j, 1], code[j, 2], code[j, 3]",
+                 "        o, x, y = r[d], r[a], r[b]"]
+        for k in range(len(OPS)):
+            lines.append(f"        {'if' if k == 0 else 'elif'} op == {k}:")
+            lines.append(f"            _loop{k}(o, x, y, n, w, wi)")
+        return "\n".join(lines) + "\n"
 
-        def dispatch(op, o, x, y, n, w, wi):
-            if op < mid:
-                left(op, o, x, y, n, w, wi)
-            else:
-                right(op, o, x, y, n, w, wi)
-        return numba.njit(**_JIT)(dispatch)
-
-    _loops = [_loop(PRIMITIVES[name]) for name in TABLE_OPS]
-    _dispatch = _tree(_loops + [numba.njit(**_JIT)(_sincos), numba.njit(**_JIT)(_copy)], 0, len(OPS))
-
-    @numba.njit(**_JIT)
-    def _block(code, r, n, w, wi):
-        for j in range(code.shape[0]):
-            op, d, a, b = code[j, 0], code[j, 1], code[j, 2], code[j, 3]
-            _dispatch(op, r[d], r[a], r[b], n, w, wi)
+    _namespace = {f"_loop{k}": loop for k, loop in enumerate(
+        [_loop(PRIMITIVES[name]) for name in TABLE_OPS]
+        + [numba.njit(inline="always", **_JIT)(f) for f in (_sincos, _copy)])}
+    exec(compile(_block_source(), "<gradcli numba dispatch>", "exec"), _namespace)  # noqa: S102
+    _block = numba.njit(**_JIT)(_namespace["_block"])
 
     @numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
     def _worker(code, n_regs, const_base, consts, inputs, n_vars, out_src, out, block, t, n_threads,
