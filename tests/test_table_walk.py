@@ -15,6 +15,7 @@ entry's partials) at 40 digits. So a form that is missing or wrong fails here, w
 * the trace: each numpy ufunc the entry names in ``trace_ufuncs``, called on traced arrays.
 """
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -184,3 +185,19 @@ def test_every_ufunc_primitive_is_traced_or_routed():
     for name, prim in PRIMITIVES.items():
         if prim.ufunc is not None and len(prim.ufunc) == 1:
             assert kind_of(getattr(np, prim.ufunc[0])) in ("differentiable", "constant"), name
+
+
+@pytest.mark.skipif(not numba_backend.available(), reason="numba is not installed")
+def test_numba_cache_fingerprint_follows_the_table(monkeypatch):
+    """numba keys its disk cache on numba_backend.py alone; the kernel carries this digest of the table's
+    numba forms (and their order) and recompiles when it differs, so a table edit never runs a stale
+    kernel. It must be the same in every process (no addresses), and change with any form."""
+    code = "from gradcli.batch import numba_backend as nb; print(nb.FINGERPRINT)"
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert int(other.stdout) == numba_backend.FINGERPRINT == numba_backend.table_fingerprint()
+    tan = PRIMITIVES["tan"]
+    monkeypatch.setitem(PRIMITIVES, "tan", tan.__class__(**{**tan.__dict__, "numba": lambda a: a}))
+    assert numba_backend.table_fingerprint() != numba_backend.FINGERPRINT
+    monkeypatch.setitem(PRIMITIVES, "tan", tan)
+    monkeypatch.setattr(numba_backend, "TABLE_OPS", numba_backend.TABLE_OPS[::-1])
+    assert numba_backend.table_fingerprint() != numba_backend.FINGERPRINT

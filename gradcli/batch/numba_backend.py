@@ -53,7 +53,7 @@ def _code_key(code) -> tuple:
     return code.co_code, code.co_names, consts
 
 
-def _fingerprint() -> int:
+def table_fingerprint() -> int:
     """A digest of everything compiled into the kernel besides this file: the table's forms in their
     opcode order and vecmath's source. numba keys its disk cache on this file alone, so the kernel
     carries the digest as a constant and :func:`run_range` recompiles a kernel cached with another."""
@@ -67,7 +67,7 @@ def _fingerprint() -> int:
     return int(h.hexdigest()[:15], 16)
 
 
-FINGERPRINT = _fingerprint()
+FINGERPRINT = table_fingerprint()
 
 
 def available() -> bool:
