@@ -127,11 +127,11 @@ _BINARY = {"+": ("add", 1, False), "-": ("sub", 1, False), "*": ("mul", 2, False
            "**": ("pow", 4, True), "^": ("pow", 4, True)}
 _UNARY_PREC = 3  # below ** (so -x**2 == -(x**2)), above * / (so -x*y == (-x)*y)
 
-# name -> (smallest, largest) argument count; None = no upper bound
-_ARITY = {name: (PRIMITIVES[ALIASES.get(name, name)].arity,) * 2 for name in FUNCTION_NAMES}
-_ARITY.update({"log": (1, 2), "min": (2, None), "max": (2, None)})  # ln stays one-argument
-_USAGE = {"log": "log(x) or log(x, b)", "min": "min(a, b, ...)", "max": "max(a, b, ...)",
-          "atan2": "atan2(y, x)"}
+# name -> (smallest, largest) argument count, None = no upper bound, and the usage shown with an error:
+# the table's, and an alias takes its primitive's own arguments (ln(x, b) is not log's base form)
+_ARITY = {name: PRIMITIVES[name].args for name in FUNCTION_NAMES if name not in ALIASES}
+_ARITY.update({alias: (PRIMITIVES[target].arity,) * 2 for alias, target in ALIASES.items()})
+_USAGE = {name: PRIMITIVES[name].usage for name in FUNCTION_NAMES if name not in ALIASES}
 
 
 class _Pending:
@@ -229,14 +229,13 @@ def _parse(text: str, max_length: int, max_depth: int, max_nodes: int) -> _Parse
         if n < lo or (hi is not None and n > hi):
             want = f"{lo} or more" if hi is None else f"{lo} or {hi}" if hi != lo else str(lo)
             fail(f"{name} takes {want} argument{'' if want == '1' else 's'}, got {n}", e.tok,
-                 f"usage: {_USAGE.get(name, name + '(x)' if lo == 1 else name + '(x, y)')}")
+                 f"usage: {_USAGE.get(name, name + '(x)')}")
         args = operands[-n:]
         del operands[-n:]
-        if target == "log":
-            out = b.apply("log", args[0])
-            if n == 2:  # log base b, as the change of base: log(x) / log(b)
-                out = b.apply("div", out, b.apply("log", args[1]))
-        elif target in ("min", "max"):
+        arity = PRIMITIVES[target].arity
+        if target == "log" and n == 2:  # log base b, as the change of base: log(x) / log(b)
+            out = b.apply("div", b.apply("log", args[0]), b.apply("log", args[1]))
+        elif n > arity:  # min(a, b, c): a binary primitive with no upper bound folds from the left
             out = args[0]
             for a in args[1:]:
                 out = b.apply(target, out, a)

@@ -2,8 +2,11 @@
 
 ``pip install gradcli[fast]``.
 
-No source is generated and nothing is ``exec``-ed: the kernel is a fixed interpreter, compiled once
-(and cached on disk by numba), that walks an instruction array. Each thread owns a register file of
+The kernel is an interpreter, compiled once (and cached on disk by numba), that walks an instruction
+array: nothing of the user's is ever compiled. Its instructions are the primitive table's entries in
+table order, each one's loop built from the entry's ``numba`` form (a scalar function or a
+:mod:`.vecmath` loop), so a new primitive needs nothing here; the one piece of generated source is
+the dispatch over the opcodes, made of opcode numbers and names this module makes. Each thread owns a register file of
 ``block`` elements per register (:meth:`NumbaPlan.block`: the file fits in L2); for every block of
 points it runs the instructions in order, each one a tight loop over the block. The opcode is
 dispatched once per instruction and block, not per element, so the loops are as fused as a
@@ -18,12 +21,14 @@ come from LLVM's libm. Either can differ from numpy's in the last bit or two.
 """
 from __future__ import annotations
 
-import math
+import hashlib
 import threading
 
 import numpy as np
 
+from ..primitives import PRIMITIVES
 from .compile import Program
+from .cpu import n_threads, pool, prepare_inputs
 
 try:  # the optional extra
     import numba
@@ -35,12 +40,34 @@ except Exception:  # pragma: no cover - depends on the environment
 BLOCK = 512  # the fewest points per block (the per-instruction dispatch is paid per block)
 REGISTER_FILE = 256 * 1024  # bytes: what fits in L2 beside the inputs and outputs
 
-# the opcode of each primitive: the kernel's dispatch order
-OPS = ("add", "sub", "mul", "div", "neg", "pow", "sin", "cos", "tan", "asin", "acos", "atan", "atan2",
-       "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "exp", "expm1", "log", "log2", "log10", "log1p",
-       "sqrt", "cbrt", "abs", "sign", "relu", "min", "max", "hypot", "step", "erf", "erfc", "sigmoid",
-       "softplus", "sincos", "copy")
+# The opcode of each primitive is its place in the table; the engine's own two instructions follow:
+# ``sincos`` (sin into d, cos into b: one range reduction for both) and ``copy``.
+TABLE_OPS = tuple(name for name, p in PRIMITIVES.items() if p.numba is not None)
+OPS = TABLE_OPS + ("sincos", "copy")
 OPCODE = {name: i for i, name in enumerate(OPS)}
+
+
+def _code_key(code) -> tuple:
+    """What a function compiles to, deterministically (no addresses, unlike repr of a code object)."""
+    consts = tuple(_code_key(c) if hasattr(c, "co_code") else repr(c) for c in code.co_consts)
+    return code.co_code, code.co_names, consts
+
+
+def table_fingerprint() -> int:
+    """A digest of everything compiled into the kernel besides this file: the table's forms in their
+    opcode order and vecmath's source. numba keys its disk cache on this file alone, so the kernel
+    carries the digest as a constant and :func:`run_range` recompiles a kernel cached with another."""
+    h = hashlib.sha256()
+    for name in TABLE_OPS:
+        form = PRIMITIVES[name].numba
+        h.update(repr((name, form if isinstance(form, str) else _code_key(form.__code__))).encode())
+    if numba is not None:
+        with open(vecmath.__file__, "rb") as f:
+            h.update(f.read())
+    return int(h.hexdigest()[:15], 16)
+
+
+FINGERPRINT = table_fingerprint()
 
 
 def available() -> bool:
@@ -50,179 +77,66 @@ def available() -> bool:
 # error_model="numpy": x/0 is inf or NaN as in numpy (numba's default raises ZeroDivisionError, and its
 # check per element also keeps LLVM from vectorising the loop)
 if numba is not None:
-    @numba.njit(inline="always", error_model="numpy")
-    def _minimum(a, b):
-        if a != a:
-            return a
-        if b != b:
-            return b
-        return a if a <= b else b
+    _JIT = dict(boundscheck=False, error_model="numpy")
 
-    @numba.njit(inline="always", error_model="numpy")
-    def _maximum(a, b):
-        if a != a:
-            return a
-        if b != b:
-            return b
-        return a if a >= b else b
+    def _loop(prim):
+        """The instruction's loop over a block, ``loop(o, x, y, n, w, wi)``, from the entry's form."""
+        form = prim.numba
+        if isinstance(form, str):
+            vectorised = getattr(vecmath, form)
 
-    @numba.njit(inline="always", error_model="numpy")
-    def _sign(a):
-        if a > 0:
-            return 1.0
-        if a < 0:
-            return -1.0
-        return a  # 0, -0 and NaN as numpy's sign
+            def loop(o, x, y, n, w, wi):
+                vectorised(x, o, n, w, wi)
+        elif prim.arity == 1:
+            f = numba.njit(inline="always", error_model="numpy")(form)
 
-    @numba.njit(inline="always", error_model="numpy")
-    def _step(a):
-        if a > 0:
-            return 1.0
-        if a <= 0:
-            return 0.0
-        return a  # NaN
+            def loop(o, x, y, n, w, wi):
+                for i in range(n):
+                    o[i] = f(x[i])
+        else:
+            f = numba.njit(inline="always", error_model="numpy")(form)
 
-    @numba.njit(inline="always", error_model="numpy")
-    def _softplus(a):
-        # numpy's logaddexp(0, a)
-        if a != a:
-            return a
-        return max(a, 0.0) + math.log1p(math.exp(-abs(a)))
+            def loop(o, x, y, n, w, wi):
+                for i in range(n):
+                    o[i] = f(x[i], y[i])
+        return numba.njit(inline="always", **_JIT)(loop)
 
-    @numba.njit(inline="always", error_model="numpy")
-    def _cbrt(a):
-        return np.cbrt(a)
+    def _sincos(o, x, y, n, w, wi):
+        vecmath.sincos(x, o, y, n, w)
 
-    @numba.njit(cache=True, boundscheck=False, error_model="numpy")
-    def _block(code, r, n, w, wi):
-        for j in range(code.shape[0]):
-            op, d, a, b = code[j, 0], code[j, 1], code[j, 2], code[j, 3]
-            o, x, y = r[d], r[a], r[b]
-            if op == 0:
-                for i in range(n):
-                    o[i] = x[i] + y[i]
-            elif op == 1:
-                for i in range(n):
-                    o[i] = x[i] - y[i]
-            elif op == 2:
-                for i in range(n):
-                    o[i] = x[i] * y[i]
-            elif op == 3:
-                for i in range(n):
-                    o[i] = x[i] / y[i]
-            elif op == 4:
-                for i in range(n):
-                    o[i] = -x[i]
-            elif op == 5:
-                for i in range(n):
-                    # numpy's power takes x**0.5 as sqrt(x): sqrt(-0.0) is -0.0 and sqrt(-inf) NaN,
-                    # where C's pow gives +0.0 and +inf (-0.0 >= 0 holds, so it reaches math.sqrt)
-                    if y[i] == 0.5:
-                        o[i] = math.sqrt(x[i]) if x[i] >= 0 else np.nan
-                    else:
-                        o[i] = x[i] ** y[i]
-            elif op == 6:
-                vecmath.sin(x, o, n, w)
-            elif op == 7:
-                vecmath.cos(x, o, n, w)
-            elif op == 8:
-                for i in range(n):
-                    o[i] = math.tan(x[i])
-            elif op == 9:
-                for i in range(n):
-                    o[i] = math.asin(x[i]) if abs(x[i]) <= 1 else np.nan
-            elif op == 10:
-                for i in range(n):
-                    o[i] = math.acos(x[i]) if abs(x[i]) <= 1 else np.nan
-            elif op == 11:
-                for i in range(n):
-                    o[i] = math.atan(x[i])
-            elif op == 12:
-                for i in range(n):
-                    o[i] = math.atan2(x[i], y[i])
-            elif op == 13:
-                for i in range(n):
-                    o[i] = math.sinh(x[i])
-            elif op == 14:
-                vecmath.cosh(x, o, n, w, wi)
-            elif op == 15:
-                vecmath.tanh(x, o, n, w, wi)
-            elif op == 16:
-                for i in range(n):
-                    o[i] = math.asinh(x[i])
-            elif op == 17:
-                for i in range(n):
-                    o[i] = math.acosh(x[i]) if x[i] >= 1 else np.nan
-            elif op == 18:
-                for i in range(n):
-                    o[i] = math.atanh(x[i]) if abs(x[i]) < 1 else (
-                        math.copysign(np.inf, x[i]) if abs(x[i]) == 1 else np.nan)
-            elif op == 19:
-                vecmath.exp(x, o, n, w, wi)
-            elif op == 20:
-                for i in range(n):
-                    o[i] = math.expm1(x[i])
-            elif op == 21:
-                vecmath.log(x, o, n, w, wi)
-            elif op == 22:
-                for i in range(n):
-                    o[i] = math.log2(x[i]) if x[i] > 0 else (-np.inf if x[i] == 0 else np.nan)
-            elif op == 23:
-                for i in range(n):
-                    o[i] = math.log10(x[i]) if x[i] > 0 else (-np.inf if x[i] == 0 else np.nan)
-            elif op == 24:
-                for i in range(n):
-                    o[i] = math.log1p(x[i]) if x[i] > -1 else (-np.inf if x[i] == -1 else np.nan)
-            elif op == 25:
-                for i in range(n):
-                    o[i] = math.sqrt(x[i]) if x[i] >= 0 else np.nan
-            elif op == 26:
-                for i in range(n):
-                    o[i] = _cbrt(x[i])
-            elif op == 27:
-                for i in range(n):
-                    o[i] = abs(x[i])
-            elif op == 28:
-                for i in range(n):
-                    o[i] = _sign(x[i])
-            elif op == 29:
-                for i in range(n):
-                    o[i] = _maximum(x[i], 0.0)
-            elif op == 30:
-                for i in range(n):
-                    o[i] = _minimum(x[i], y[i])
-            elif op == 31:
-                for i in range(n):
-                    o[i] = _maximum(x[i], y[i])
-            elif op == 32:
-                for i in range(n):
-                    o[i] = math.hypot(x[i], y[i])
-            elif op == 33:
-                for i in range(n):
-                    o[i] = _step(x[i])
-            elif op == 34:
-                for i in range(n):
-                    o[i] = math.erf(x[i])
-            elif op == 35:
-                for i in range(n):
-                    o[i] = math.erfc(x[i])
-            elif op == 36:
-                vecmath.sigmoid(x, o, n, w, wi)
-            elif op == 37:
-                for i in range(n):
-                    o[i] = _softplus(x[i])
-            elif op == 38:  # sin into d, cos into b: one range reduction for both
-                vecmath.sincos(x, o, y, n, w)
-            elif op == 39:
-                for i in range(n):
-                    o[i] = x[i]
+    def _copy(o, x, y, n, w, wi):
+        for i in range(n):
+            o[i] = x[i]
+
+    def _block_source():
+        """The kernel's dispatch: one branch per opcode, in the table's order. Only opcode numbers and
+        names made here (``_loop3``) reach the source, never anything of the user's. A literal if/elif
+        chain over inlined loops compiles as one function, as fast as a hand-written kernel (a tree of
+        closures, which needs no source, took twice as long to compile cold)."""
+        lines = ["def _block(code, r, n, w, wi):",
+                 "    for j in range(code.shape[0]):",
+                 "        op, d, a, b = code[j, 0], code[j, 1], code[j, 2], code[j, 3]",
+                 "        o, x, y = r[d], r[a], r[b]"]
+        for k in range(len(OPS)):
+            lines.append(f"        {'if' if k == 0 else 'elif'} op == {k}:")
+            lines.append(f"            _loop{k}(o, x, y, n, w, wi)")
+        return "\n".join(lines) + "\n"
+
+    _namespace = {f"_loop{k}": loop for k, loop in enumerate(
+        [_loop(PRIMITIVES[name]) for name in TABLE_OPS]
+        + [numba.njit(inline="always", **_JIT)(f) for f in (_sincos, _copy)])}
+    exec(compile(_block_source(), "<gradcli numba dispatch>", "exec"), _namespace)  # noqa: S102
+    _block = numba.njit(**_JIT)(_namespace["_block"])
 
     @numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
     def _worker(code, n_regs, const_base, consts, inputs, n_vars, out_src, out, block, t, n_threads,
-                start, stop):
+                start, stop, fingerprint):
         """Blocks t, t + n_threads, ... of points start:stop; the GIL is released, so the threads of
         :func:`run_range` run these side by side (numba's own ``parallel=True`` would do the same
-        but costs several more seconds to compile)."""
+        but costs several more seconds to compile). False, doing nothing, when compiled for
+        another table than ``fingerprint``'s."""
+        if fingerprint != FINGERPRINT:
+            return False
         n_blocks = (stop - start + block - 1) // block
         r = np.empty((n_regs, block), dtype=out.dtype)
         w = np.empty((3, block), dtype=np.float64)  # vecmath's scratch
@@ -241,6 +155,7 @@ if numba is not None:
             _block(code, r, n, w, wi)
             for m in range(out_src.shape[0]):
                 out[m, s:s + n] = r[out_src[m], :n]
+        return True
 
 
 class NumbaPlan:
@@ -287,6 +202,8 @@ class NumbaPlan:
                     if later.out == a:
                         break
             if rows[j1] is None:
+                if ins.op not in OPCODE:
+                    raise ValueError(f"primitive {ins.op!r} has no numba form in the table")
                 args = [reg(x) for x in ins.args] + [0, 0]
                 rows[j1] = (OPCODE[ins.op], ins.out, args[0], args[1])
         self.dtype = np.dtype(dtype)
@@ -317,8 +234,6 @@ def compiled() -> bool:
 
 def execute(program: Program, inputs: dict, dtype=np.float64, block: int | None = None) -> np.ndarray:
     """All outputs of ``program`` at N points, as :func:`gradcli.batch.cpu.execute`, on numba threads."""
-    from .cpu import prepare_inputs
-
     arrays, N = prepare_inputs(program, inputs)
     out = np.empty((len(program.outputs), N), dtype=dtype)
     run_range(NumbaPlan(program, dtype), stack(arrays, N, dtype), out, 0, N, block=block)
@@ -354,19 +269,20 @@ def run_range(plan: NumbaPlan, x, out: np.ndarray, start: int, stop: int, block:
         raise RuntimeError("numba is not installed (pip install 'gradcli[fast]')")
     if stop <= start:
         return
-    from .cpu import n_threads, pool
-
     block = int(block or plan.block())
     n_blocks = (stop - start + block - 1) // block
     threads = min(n_threads(), n_blocks)
 
     def work(t):
-        _worker(plan.code, plan.n_regs, plan.const_base, plan.consts, x, plan.n_vars, plan.out_src, out,
-                block, t, threads, start, stop)
+        return _worker(plan.code, plan.n_regs, plan.const_base, plan.consts, x, plan.n_vars, plan.out_src,
+                       out, block, t, threads, start, stop, FINGERPRINT)
 
-    if threads == 1:
-        work(0)
-    else:
-        for f in [pool().submit(work, t) for t in range(threads)]:
-            f.result()
+    def run():
+        if threads == 1:
+            return work(0)
+        return all([f.result() for f in [pool().submit(work, t) for t in range(threads)]])
+
+    if not run():  # loaded from a disk cache written for another table: compile afresh, once
+        _worker.recompile()
+        run()
     _COMPILED.set()

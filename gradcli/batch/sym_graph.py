@@ -8,21 +8,35 @@ it (``Piecewise``, ``zoo``, a special function gradcli has no primitive for) rai
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import sympy
 
 from ..graph import Graph, GraphBuilder
-from ..primitives import log1p, softplus
+from ..primitives import PRIMITIVES
+from ..sympy_functions import sympy_namespace
 from .compile import GraphOps, Handle, prune
 
-#: sympy function class -> gradcli primitive, for one-argument functions.
-_UNARY = {
-    sympy.sin: "sin", sympy.cos: "cos", sympy.tan: "tan", sympy.asin: "asin", sympy.acos: "acos",
-    sympy.atan: "atan", sympy.sinh: "sinh", sympy.cosh: "cosh", sympy.tanh: "tanh", sympy.asinh: "asinh",
-    sympy.acosh: "acosh", sympy.atanh: "atanh", sympy.exp: "exp", sympy.log: "log", sympy.Abs: "abs",
-    sympy.sign: "sign", sympy.erf: "erf", sympy.erfc: "erfc", log1p: "log1p", softplus: "softplus",
-}
+
+@functools.cache
+def heads() -> dict:
+    """sympy function class -> (primitive, its argument count), read off the table's sympy forms.
+
+    A primitive whose form is one sympy function applied to its arguments (sin, atan2, Abs, Min,
+    log1p...) is that function's way back; numeric parameters after the arguments (Heaviside's value at
+    0) are ignored on the way back. Compound forms (expm1 is exp(x) - 1) come back through their parts.
+    """
+    S = sympy_namespace()
+    found: dict = {}
+    for name, prim in PRIMITIVES.items():
+        syms = S.symbols(f"a0:{prim.arity}", real=True)
+        e = prim.sympy(*syms)
+        if e.is_Function and e.args[:prim.arity] == tuple(syms) \
+                and all(a.is_Number for a in e.args[prim.arity:]):
+            assert e.func not in found, (name, found.get(e.func))
+            found[e.func] = (name, prim.arity)
+    return found
 
 
 class Unsupported(ValueError):
@@ -86,25 +100,20 @@ def _plan(e, F: GraphOps):
         if x.is_Number and x.is_negative:
             return (sympy.Pow(b, -x),), lambda xs: 1.0 / xs[0]
         return (b, x), lambda xs: F.apply("pow", xs[0], xs[1])
-    func = e.func
-    if func in _UNARY:
-        if len(e.args) != 1:
-            raise Unsupported(f"{func.__name__} with {len(e.args)} arguments")
-        name = _UNARY[func]
-        return e.args, lambda xs: F.apply(name, xs[0])
-    if func is sympy.Heaviside:  # Heaviside(x) or Heaviside(x, H0): the value at 0 is a kink anyway
-        return e.args[:1], lambda xs: F.apply("step", xs[0])
-    if func is sympy.atan2:
-        return e.args, lambda xs: F.apply("atan2", xs[0], xs[1])
-    if func in (sympy.Max, sympy.Min):
-        name = "max" if func is sympy.Max else "min"
-
-        def fold(xs):
-            acc = xs[0]
-            for x in xs[1:]:
-                acc = F.apply(name, acc, x)
-            return acc
-        return tuple(e.args), fold
+    head = heads().get(e.func)
+    if head is not None:
+        name, arity = head
+        args = e.args
+        if PRIMITIVES[name].args[1] is None and len(args) > arity:  # Min(a, b, c): a fold, as the parser's
+            def fold(xs):
+                acc = xs[0]
+                for x in xs[1:]:
+                    acc = F.apply(name, acc, x)
+                return acc
+            return tuple(args), fold
+        if len(args) < arity or not all(_is_number(a) for a in args[arity:]):
+            raise Unsupported(f"{e.func.__name__} with {len(args)} arguments")
+        return args[:arity], lambda xs: F.apply(name, *xs)
     raise Unsupported(type(e).__name__)
 
 

@@ -12,12 +12,13 @@ negative logs, inf, NaN, and |x| > 1e5 for sin/cos) are recomputed by libm in a 
 special values are numpy's exactly; elsewhere the results are within 2 ulp of the correctly
 rounded value (tests/test_batch_vecmath.py measures them against mpmath).
 
-Every function reads ``x[:n]`` and writes ``o[:n]``; ``o`` may be ``x`` (the program reuses
-registers), and either may be float32 (the arithmetic is float64). ``w`` is float64 scratch of at
-least 3 rows and ``wi`` its int64 view.
+Every loop a primitive names as its ``numba`` form is ``f(x, o, n, w, wi)``: it reads ``x[:n]`` and
+writes ``o[:n]``; ``o`` may be ``x`` (the program reuses registers), and either may be float32 (the
+arithmetic is float64). ``w`` is float64 scratch of at least 3 rows and ``wi`` its int64 view.
+``sincos`` is the engine's own fused pair: ``sincos(x, so, co, n, w)``.
 
-numba caches compiled code per source file: after editing this file, delete the ``*.nbi``/``*.nbc``
-files of numba_backend in ``__pycache__`` (an installed package gets fresh files, so no stale cache).
+numba caches the engine's kernel on disk; its fingerprint covers this file (see numba_backend), so an
+edit here recompiles it once.
 """
 from __future__ import annotations
 
@@ -220,7 +221,7 @@ def sincos(x, so, co, n, w):
 
 
 @numba.njit(**_JIT)
-def sin(x, o, n, w):
+def sin(x, o, n, w, wi):
     _sincos_parts(x, w[0], w[1], n)
     sn = w[0]
     for i in range(n):
@@ -228,7 +229,7 @@ def sin(x, o, n, w):
 
 
 @numba.njit(**_JIT)
-def cos(x, o, n, w):
+def cos(x, o, n, w, wi):
     _sincos_parts(x, w[0], w[1], n)
     cs = w[1]
     for i in range(n):

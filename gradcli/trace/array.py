@@ -14,6 +14,10 @@ import numpy as np
 from .tape import Tape, cut_name, user_frame
 
 
+#: numpy callable -> Route (see gradcli.trace.routing, which fills it: the rules it holds are built on
+#: this module, so the table is handed down rather than imported up)
+ROUTES: dict = {}
+
 _IN_PLACE = {"fill", "sort", "partition", "put", "resize", "setfield", "itemset", "byteswap"}
 
 
@@ -141,11 +145,11 @@ class Traced:
         return np.power(self, o)
 
     def __getitem__(self, key):
-        return routing.getitem(self, key)
+        return getitem(self, key)
 
     def __setitem__(self, key, v):
         # functional update: the array object is rebound to a new node, earlier uses keep the old one
-        self._rebind(routing.setitem(self, key, v))
+        self._rebind(setitem(self, key, v))
 
     def _rebind(self, res):
         if not isinstance(res, Traced):
@@ -166,7 +170,7 @@ class Traced:
     conjugate = conj
 
     def astype(self, dtype, copy=True, **kwargs):
-        return routing.astype(self, np.dtype(dtype))
+        return astype(self, np.dtype(dtype))
 
 
 def _method(func):
@@ -266,7 +270,7 @@ def dispatch(key, func, args, kwargs, name):
         return func(*args, **kwargs)
     if tape.shadows:
         args, kwargs = lift(tape, args), lift(tape, kwargs)
-    route = routing.ROUTES.get(key) if key is not None else None
+    route = ROUTES.get(key) if key is not None else None
     if route is not None and route.kind == "differentiable":
         try:
             return route.impl(*args, **kwargs)
@@ -278,4 +282,62 @@ def dispatch(key, func, args, kwargs, name):
     return func(*unwrap(args), **unwrap(kwargs))
 
 
-from . import routing  # noqa: E402  (last: the routing table imports the rules, which import this module)
+# --- indexing and casts: gathers, which any Traced needs -------------------------------------------
+def gather(value, operands, index):
+    """A node whose elements are copies of operands' elements or constants.
+
+    ``operands``: the Traced operands; ``index``: flat element numbers into their concatenation, -1 for
+    a constant. The jvp reads tangents there, the vjp sums adjoints back with bincount."""
+    sizes = [o.size for o in operands]
+    shapes = [o.shape for o in operands]
+    total = sum(sizes)
+    flat = np.where(index < 0, total, index).ravel()  # element `total` is the constant 0
+
+    def jvp(ts):
+        parts = [np.ravel(t) if t is not None else np.zeros(n, value.dtype) for t, n in zip(ts, sizes)]
+        vec = np.concatenate(parts + [np.zeros(1, parts[0].dtype)])
+        return vec[flat].reshape(index.shape)
+
+    def vjp(g):
+        g = np.ravel(g)
+        if np.iscomplexobj(g):
+            acc = (np.bincount(flat, g.real, total + 1) + 1j * np.bincount(flat, g.imag, total + 1))
+        else:
+            acc = np.bincount(flat, g, total + 1)
+        acc = acc[:total].astype(g.dtype, copy=False)
+        bounds = np.cumsum([0] + sizes)
+        return [acc[bounds[k]: bounds[k + 1]].reshape(shapes[k]) for k in range(len(operands))]
+
+    return record(value, operands, jvp, vjp)
+
+
+def plain_key(key):
+    if isinstance(key, Traced):
+        return key._value
+    if isinstance(key, tuple):
+        return tuple(plain_key(k) for k in key)
+    return key
+
+
+def getitem(x, key):
+    key = plain_key(key)
+    value = x._value[key]
+    index = np.arange(x.size).reshape(x.shape)[key]
+    return gather(np.asarray(value), [x], np.asarray(index))
+
+
+def setitem(x, key, v):
+    key = plain_key(key)
+    value = x._value.copy()
+    value[key] = value_of(v)
+    operands = [x] + ([v] if isinstance(v, Traced) and v is not x else [])
+    index = np.arange(1, x.size + 1).reshape(x.shape)
+    index[key] = np.arange(x.size + 1, x.size + 1 + v.size).reshape(v.shape) if len(operands) > 1 else 0
+    return gather(value, operands, index - 1)
+
+
+def astype(a, dtype):
+    if dtype.kind not in "fc":  # int, bool: a constant (floor-like), derivative zero almost everywhere
+        return a._value.astype(dtype)
+    src = a.dtype
+    return record(a._value.astype(dtype), [a], lambda ts: ts[0].astype(dtype), lambda g: [g.astype(src)])

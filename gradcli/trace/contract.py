@@ -11,7 +11,7 @@ import string
 import numpy as np
 
 from .array import NotTraceable, Traced, record, value_of
-from .rules import _reduction, axes_of, expand, unbroadcast
+from .linear import axes_of, expand, reduction, unbroadcast
 
 
 # --- contractions -----------------------------------------------------------------------------------
@@ -192,7 +192,7 @@ def norm_rule(x, ord=None, axis=None, keepdims=False):
         w = np.outer(u[:, 0], vt[0])  # d sigma_max = u1^T dA v1 (a kink where sigma_1 = sigma_2)
     else:
         raise NotTraceable(f"ord={ord!r}")
-    return _reduction(x, axes if axis is not None else None, keepdims, value, w)
+    return reduction(x, axes if axis is not None else None, keepdims, value, w)
 
 
 def trace_rule(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):

@@ -18,6 +18,11 @@ from typing import Callable
 
 import numpy as np
 
+from . import contract as c
+from . import rules as r
+from . import structural as s
+from .array import ROUTES
+
 
 @dataclass(frozen=True)
 class Route:
@@ -27,14 +32,9 @@ class Route:
 
 PASSTHROUGH = Route("passthrough")
 CONSTANT = Route("constant")
-ROUTES: dict = {}
 
 
 def _build():
-    from . import contract as c
-    from . import rules as r
-    from . import structural as s
-
     d = lambda impl: Route("differentiable", impl)  # noqa: E731
     routes = {u: d(rule) for u, rule in r.elementwise_rules().items()}
     routes.update({
@@ -89,24 +89,6 @@ def _build():
               np.around, np.fix):
         routes[u] = CONSTANT
     return routes
-
-
-def getitem(x, key):
-    from .structural import getitem as rule
-
-    return rule(x, key)
-
-
-def setitem(x, key, v):
-    from .structural import setitem as rule
-
-    return rule(x, key, v)
-
-
-def astype(x, dtype):
-    from .structural import astype as rule
-
-    return rule(x, dtype)
 
 
 def kind_of(func) -> str:

@@ -13,35 +13,9 @@ import numpy as np
 
 from ..primitives import PRIMITIVES, NumericOps
 from .array import NotTraceable, Traced, record, value_of
+from .linear import QUIET, axes_of, expand, reduction, scale, unbroadcast
 
 _F = NumericOps(np)
-_QUIET = dict(divide="ignore", invalid="ignore", over="ignore", under="ignore")
-
-
-def unbroadcast(g, shape):
-    """Sum ``g`` down to ``shape``: the transpose of broadcasting an array of ``shape`` to g's shape."""
-    g = np.asarray(g)
-    if g.shape == tuple(shape):
-        return g
-    lead = g.ndim - len(shape)
-    if lead > 0:
-        g = g.sum(axis=tuple(range(lead)))
-    axes = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
-    if axes:
-        g = g.sum(axis=axes, keepdims=True)
-    return np.broadcast_to(g, shape) if g.shape != tuple(shape) else g
-
-
-def scale(p, t):
-    """p * t, but a zero tangent stays zero where the partial is infinite or NaN (sqrt at 0 times 0)."""
-    if isinstance(p, float):
-        return t if p == 1.0 else p * t
-    out = p * t
-    if not np.all(np.isfinite(p)):
-        out = np.where(t == 0, np.zeros((), out.dtype), out)
-    return out
-
-
 class Elementwise:
     """A differentiable ufunc; ``partials[i](ans, *args)`` is d ans / d args[i]."""
 
@@ -55,14 +29,14 @@ class Elementwise:
         vals = [value_of(a) for a in args]
         ans = np.asarray(self.ufunc(*vals, **kwargs))
         idx = [i for i, a in enumerate(args) if isinstance(a, Traced)]
-        with np.errstate(**_QUIET):  # partials at the edge of the domain: inf/nan, reported elsewhere
+        with np.errstate(**QUIET):  # partials at the edge of the domain: inf/nan, reported elsewhere
             ps = [self.partials[i](ans, *vals) for i in idx]
         keep = [k for k, p in enumerate(ps) if not (isinstance(p, float) and p == 0.0)]
         shapes = [np.shape(vals[i]) for i in idx]
 
         def jvp(ts):
             acc = None
-            with np.errstate(**_QUIET):
+            with np.errstate(**QUIET):
                 for k in keep:
                     if ts[k] is not None:
                         c = scale(ps[k], ts[k])
@@ -71,7 +45,7 @@ class Elementwise:
 
         def vjp(g):
             out = [None] * len(idx)
-            with np.errstate(**_QUIET):
+            with np.errstate(**QUIET):
                 for k in keep:
                     out[k] = unbroadcast(scale(ps[k], g), shapes[k])
             return out
@@ -88,17 +62,8 @@ def _one(ans, *v):
 
 
 _LN2 = math.log(2.0)
-# ufunc -> primitive of the table whose partials it uses
-TABLE_UFUNCS = {
-    np.add: "add", np.subtract: "sub", np.multiply: "mul", np.true_divide: "div", np.negative: "neg",
-    np.power: "pow", np.float_power: "pow", np.sin: "sin", np.cos: "cos", np.tan: "tan",
-    np.arcsin: "asin", np.arccos: "acos", np.arctan: "atan", np.arctan2: "atan2", np.sinh: "sinh",
-    np.cosh: "cosh", np.tanh: "tanh", np.arcsinh: "asinh", np.arccosh: "acosh", np.arctanh: "atanh",
-    np.exp: "exp", np.expm1: "expm1", np.log: "log", np.log2: "log2", np.log10: "log10",
-    np.log1p: "log1p", np.sqrt: "sqrt", np.cbrt: "cbrt", np.absolute: "abs", np.fabs: "abs",
-    # ties x == y are kinks; the table's step(0) = 0 gives neither side a derivative there
-    np.maximum: "max", np.minimum: "min", np.fmax: "max", np.fmin: "min", np.hypot: "hypot",
-}
+# ufunc -> primitive of the table whose partials it uses: the entries' ``trace_ufuncs``
+TABLE_UFUNCS = {getattr(np, u): name for name, p in PRIMITIVES.items() for u in p.trace_ufuncs}
 # numpy ufuncs that are not primitives of the expression language: their partials, written once here
 EXTRA_PARTIALS = {
     np.positive: (_one,),
@@ -129,41 +94,10 @@ def conjugate(x, **kwargs):
 
 
 # --- reductions -------------------------------------------------------------------------------------
-def axes_of(axis, ndim):
-    if axis is None:
-        return tuple(range(ndim))
-    axis = (axis,) if np.isscalar(axis) else tuple(axis)
-    return tuple(sorted(a % ndim for a in axis)) if ndim else ()
-
-
-def expand(g, shape, axes, keepdims):
-    """Broadcast a reduced ``g`` back to the input ``shape`` (the transpose of a sum over ``axes``)."""
-    g = np.asarray(g)
-    if not keepdims:
-        g = g.reshape([1 if i in axes else n for i, n in enumerate(shape)])
-    return np.broadcast_to(g, shape)
-
-
 def _check(kwargs, allowed=()):
     bad = [k for k, v in kwargs.items() if k not in allowed and v is not np._NoValue and v is not None]
     if bad:
         raise NotTraceable(", ".join(sorted(bad)) + "=")
-
-
-def _reduction(x, axis, keepdims, value, weights):
-    """A node for a reduction whose derivative is sum(weights * t) over ``axes``."""
-    shape, axes = x.shape, axes_of(axis, x.ndim)
-    kd = bool(keepdims) if keepdims is not np._NoValue else False
-
-    def jvp(ts):  # scale: a zero tangent stays zero against an infinite weight (norm or std at 0)
-        with np.errstate(**_QUIET):
-            return np.sum(scale(weights, ts[0]), axis=axes, keepdims=kd)
-
-    def vjp(g):
-        with np.errstate(**_QUIET):
-            return [scale(weights, expand(g, shape, axes, kd))]
-
-    return record(value, [x], jvp, vjp)
 
 
 def sum_rule(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
@@ -202,7 +136,7 @@ def prod_rule(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
     x = a._value
     kd = keepdims if keepdims is not np._NoValue else False
     value = np.prod(x, axis=axis, dtype=dtype, keepdims=kd, **kw)
-    return _reduction(a, axis, kd, value, _others_product(x, axes_of(axis, x.ndim)))
+    return reduction(a, axis, kd, value, _others_product(x, axes_of(axis, x.ndim)))
 
 
 def extremum_rule(func, default_axis=None):
@@ -215,9 +149,9 @@ def extremum_rule(func, default_axis=None):
         value = func(x, axis=axis, keepdims=kd, **kw)
         axes = axes_of(axis, x.ndim)
         mask = x == expand(value, x.shape, axes, kd)
-        with np.errstate(**_QUIET):
+        with np.errstate(**QUIET):
             w = mask / np.sum(mask, axis=axes, keepdims=True)
-        return _reduction(a, axis, kd, value, w.astype(x.dtype if x.dtype.kind in "fc" else float))
+        return reduction(a, axis, kd, value, w.astype(x.dtype if x.dtype.kind in "fc" else float))
 
     return rule
 
@@ -235,16 +169,16 @@ def _moments(x, axis, ddof, kw):
 def var_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
     x, kd = a._value, keepdims if keepdims is not np._NoValue else False
     axes, ddof, w = _moments(x, axis, ddof, dict(kw, out=out))
-    return _reduction(a, axis, kd, np.var(x, axis=axis, dtype=dtype, ddof=ddof, keepdims=kd), w)
+    return reduction(a, axis, kd, np.var(x, axis=axis, dtype=dtype, ddof=ddof, keepdims=kd), w)
 
 
 def std_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
     x, kd = a._value, keepdims if keepdims is not np._NoValue else False
     axes, ddof, w = _moments(x, axis, ddof, dict(kw, out=out))
     value = np.std(x, axis=axis, dtype=dtype, ddof=ddof, keepdims=kd)
-    with np.errstate(**_QUIET):  # std = 0 is a kink of sqrt: infinite weights, reported by the checks
+    with np.errstate(**QUIET):  # std = 0 is a kink of sqrt: infinite weights, reported by the checks
         w = w / (2 * np.std(x, axis=axes, dtype=dtype, ddof=ddof, keepdims=True))
-    return _reduction(a, axis, kd, value, w)
+    return reduction(a, axis, kd, value, w)
 
 
 def cumsum_rule(a, axis=None, dtype=None, out=None):

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .array import NotTraceable, Traced, record, unwrap, value_of, write_into
-from .rules import unbroadcast
+from .array import NotTraceable, Traced, gather, plain_key, record, unwrap, value_of, write_into
+from .linear import unbroadcast
 
 
 def _traced_leaves(obj, out):
@@ -68,13 +68,6 @@ def copy_rule(a, *args, **kwargs):
     return record(np.copy(a._value), [a], lambda ts: ts[0], lambda g: [g])
 
 
-def astype(a, dtype):
-    if dtype.kind not in "fc":  # int, bool: a constant (floor-like), derivative zero almost everywhere
-        return a._value.astype(dtype)
-    src = a.dtype
-    return record(a._value.astype(dtype), [a], lambda ts: ts[0].astype(dtype), lambda g: [g.astype(src)])
-
-
 def real_rule(val):
     if not np.iscomplexobj(val._value):
         return val
@@ -87,35 +80,7 @@ def imag_rule(val):
     raise NotTraceable("complex input")
 
 
-# --- gathers ----------------------------------------------------------------------------------------
-def gather(value, operands, index):
-    """A node whose elements are copies of operands' elements or constants.
-
-    ``operands``: the Traced operands; ``index``: flat element numbers into their concatenation, -1 for
-    a constant. The jvp reads tangents there, the vjp sums adjoints back with bincount."""
-    sizes = [o.size for o in operands]
-    shapes = [o.shape for o in operands]
-    total = sum(sizes)
-    flat = np.where(index < 0, total, index).ravel()  # element `total` is the constant 0
-
-    def jvp(ts):
-        parts = [np.ravel(t) if t is not None else np.zeros(n, value.dtype) for t, n in zip(ts, sizes)]
-        vec = np.concatenate(parts + [np.zeros(1, parts[0].dtype)])
-        return vec[flat].reshape(index.shape)
-
-    def vjp(g):
-        g = np.ravel(g)
-        if np.iscomplexobj(g):
-            acc = (np.bincount(flat, g.real, total + 1) + 1j * np.bincount(flat, g.imag, total + 1))
-        else:
-            acc = np.bincount(flat, g, total + 1)
-        acc = acc[:total].astype(g.dtype, copy=False)
-        bounds = np.cumsum([0] + sizes)
-        return [acc[bounds[k]: bounds[k + 1]].reshape(shapes[k]) for k in range(len(operands))]
-
-    return record(value, operands, jvp, vjp)
-
-
+# --- gathers (gather itself is in array.py: indexing needs it) ----------------------------------
 def _numbers(obj, operands, offsets):
     """The argument structure with every operand replaced by its element numbers + 1 (0: constant)."""
     if isinstance(obj, Traced):
@@ -149,31 +114,6 @@ def gather_rule(func, data=(0,), **override):
     return rule
 
 
-def _plain_key(key):
-    if isinstance(key, Traced):
-        return key._value
-    if isinstance(key, tuple):
-        return tuple(_plain_key(k) for k in key)
-    return key
-
-
-def getitem(x, key):
-    key = _plain_key(key)
-    value = x._value[key]
-    index = np.arange(x.size).reshape(x.shape)[key]
-    return gather(np.asarray(value), [x], np.asarray(index))
-
-
-def setitem(x, key, v):
-    key = _plain_key(key)
-    value = x._value.copy()
-    value[key] = value_of(v)
-    operands = [x] + ([v] if isinstance(v, Traced) and v is not x else [])
-    index = np.arange(1, x.size + 1).reshape(x.shape)
-    index[key] = np.arange(x.size + 1, x.size + 1 + v.size).reshape(v.shape) if len(operands) > 1 else 0
-    return gather(value, operands, index - 1)
-
-
 def pad_rule(array, pad_width, mode="constant", **kwargs):
     if mode not in ("constant", "edge", "reflect", "symmetric", "wrap"):
         raise NotTraceable(f"mode={mode!r}")
@@ -183,7 +123,7 @@ def pad_rule(array, pad_width, mode="constant", **kwargs):
 
 def add_at(a, indices, b=None):
     """np.add.at(a, indices, b), in place on ``a``: recorded as a new node that ``a`` then stands for."""
-    indices = _plain_key(indices)
+    indices = plain_key(indices)
     va, vb = value_of(a), value_of(b)
     value = np.array(va, dtype=np.result_type(va, vb))
     np.add.at(value, indices, vb)

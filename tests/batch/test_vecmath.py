@@ -30,10 +30,7 @@ def call(name, x, o=None):
     n = x.shape[0]
     o = np.empty_like(x) if o is None else o
     w = np.empty((3, max(n, 1)))
-    if name in ("sin", "cos"):
-        getattr(vecmath, name)(x, o, n, w)
-    else:
-        getattr(vecmath, name)(x, o, n, w, w.view(np.int64))
+    getattr(vecmath, name)(x, o, n, w, w.view(np.int64))
     return o
 
 
@@ -95,10 +92,7 @@ def test_in_place_float32_and_partial_length(name):
     o = part.copy()
     n = 100
     w = np.empty((3, 300))
-    if name in ("sin", "cos"):
-        getattr(vecmath, name)(x, o, n, w)
-    else:
-        getattr(vecmath, name)(x, o, n, w, w.view(np.int64))
+    getattr(vecmath, name)(x, o, n, w, w.view(np.int64))
     np.testing.assert_array_equal(o[:n], want[:n])
     assert (o[n:] == -7.0).all()
 

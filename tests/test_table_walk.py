@@ -1,0 +1,203 @@
+"""Every primitive through every engine, against its own entry and against sympy.
+
+A primitive's entry (gradcli/primitives.py) holds all its forms; each engine reads one of them. Here each
+engine computes the primitive's value and derivatives at points of the entry's sample box, and both are
+compared with independent references: the value with the entry's numpy ``value`` and with the sympy form
+at 40 digits, the derivatives with ``sympy.diff`` of the sympy form (sympy's own rules, never the
+entry's partials) at 40 digits. So a form that is missing or wrong fails here, whichever it is:
+
+* numpy: ``value`` on arrays; the numpy batch engine (``cpu.execute`` of the compiled gradient);
+* forward and reverse mode through a one-node graph (the entry's ``partials``);
+* numba: the compiled gradient program through the numba engine (the entry's ``numba`` form);
+* CUDA: the same program's generated kernel source through the C interpreter of tests/batch/test_cuda.py;
+* sympy round trip: the sympy form and its derivatives turned back into graphs by ``sym_graph`` (the batch
+  mode's symbolic reference), then evaluated;
+* the trace: each numpy ufunc the entry names in ``trace_ufuncs``, called on traced arrays.
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import sympy
+
+from gradcli.batch import cpu, numba_backend
+from gradcli.batch.compile import compile_graph
+from gradcli.batch.sym_graph import heads, to_graph
+from gradcli.graph import evaluate
+from gradcli.methods import forward, reverse
+from gradcli.primitives import PRIMITIVES
+from gradcli.trace import kind_of, trace
+from test_primitives import exact, one_node_graph, sample_points, sym_args
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "batch"))
+from test_cuda import interpret  # noqa: E402  (the C interpreter of the CUDA tests)
+
+NAMES = sorted(PRIMITIVES)
+VALUE_RTOL = 1e-13
+DERIVATIVE_RTOL = 1e-11
+
+
+def sympy_derivatives(prim, syms):
+    """d form / d arg_k for every k, by sympy's own rules; a Dirac delta (a jump's) counts as 0 away
+    from the jump, as the symbolic method counts it."""
+    f = prim.sympy(*syms)
+    return [sympy.diff(f, s).replace(sympy.DiracDelta, lambda *a: sympy.S.Zero) for s in syms]
+
+
+def references(name):
+    """(points as arrays, exact values, exact derivatives [k][point]) at the entry's sample points."""
+    prim = PRIMITIVES[name]
+    syms = sym_args(prim)
+    pts = sample_points(prim, count=5)
+    args = [np.array([p[k] for p in pts]) for k in range(prim.arity)]
+    f = prim.sympy(*syms)
+    values = [float(exact(f, syms, p)) for p in pts]
+    ds = [[float(exact(d, syms, p)) for p in pts] for d in sympy_derivatives(prim, syms)]
+    return args, np.array(values), np.array(ds)
+
+
+def assert_close(got, want, rtol, what):
+    got, want = np.asarray(got, dtype=float), np.asarray(want, dtype=float)
+    assert got.shape == want.shape, (what, got.shape, want.shape)
+    bad = ~(np.abs(got - want) <= rtol * np.abs(want) + 1e-300)
+    assert not bad.any(), (what, got[bad], want[bad])
+
+
+def assert_value_and_gradient(rows, name, engine):
+    """rows: [value, d/da0, (d/da1)] from an engine's value-and-gradient program."""
+    args, values, ds = references(name)
+    assert len(rows) == 1 + PRIMITIVES[name].arity, (engine, len(rows))
+    assert_close(rows[0], values, VALUE_RTOL, f"{name}: {engine} value")
+    with np.errstate(all="ignore"):
+        assert_close(rows[0], PRIMITIVES[name].value(np, *args), VALUE_RTOL, f"{name}: {engine} vs value")
+    for k, d in enumerate(ds):
+        assert_close(rows[1 + k], d, DERIVATIVE_RTOL, f"{name}: {engine} d/da{k}")
+
+
+def gradient_program(name):
+    return compile_graph(one_node_graph(name))
+
+
+def inputs_of(name):
+    args, _, _ = references(name)
+    return {f"a{k}": a for k, a in enumerate(args)}
+
+
+# --- the entry itself ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", NAMES)
+def test_entry_has_every_form(name):
+    prim = PRIMITIVES[name]
+    assert prim.sympy_form is not None and prim.cuda and prim.numba is not None, name
+    lo, hi = prim.args
+    assert lo <= prim.arity and (hi is None or hi >= prim.arity) and prim.usage.startswith(name), name
+    for u in prim.trace_ufuncs:
+        assert isinstance(getattr(np, u), np.ufunc) and getattr(np, u).nin == prim.arity, (name, u)
+    if prim.ufunc is not None:
+        assert isinstance(getattr(np, prim.ufunc[0]), np.ufunc), name
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_numpy_value(name):
+    args, values, _ = references(name)
+    assert_close(PRIMITIVES[name].value(np, *args), values, VALUE_RTOL, name)
+
+
+# --- the engines ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", NAMES)
+def test_forward_and_reverse_partials(name):
+    g = one_node_graph(name)
+    args, values, ds = references(name)
+    for i in range(len(values)):
+        point = {f"a{k}": float(a[i]) for k, a in enumerate(args)}
+        for method in (forward, reverse):
+            v, J = method.jacobian(g, point)
+            assert_close(v, [values[i]], VALUE_RTOL, f"{name}: {method.__name__} value")
+            assert_close(J[0], ds[:, i], DERIVATIVE_RTOL, f"{name}: {method.__name__} gradient")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_numpy_batch_engine(name):
+    rows = cpu.execute(gradient_program(name), inputs_of(name))
+    assert_value_and_gradient(rows, name, "numpy engine")
+
+
+@pytest.mark.skipif(not numba_backend.available(), reason="numba is not installed")
+@pytest.mark.parametrize("name", NAMES)
+def test_numba_engine(name):
+    assert name in numba_backend.OPCODE, f"{name} has no opcode: no numba form"
+    rows = numba_backend.execute(gradient_program(name), inputs_of(name))
+    assert_value_and_gradient(rows, name, "numba engine")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_cuda_source_through_the_c_interpreter(name):
+    rows = interpret(gradient_program(name), inputs_of(name), "float64")
+    assert_value_and_gradient(rows, name, "CUDA kernel")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_sympy_round_trip(name):
+    """primitive -> sympy -> sym_graph -> value, and the same for sympy's derivatives: what batch mode's
+    symbolic reference evaluates. An unsupported form would make that reference a consensus."""
+    prim = PRIMITIVES[name]
+    syms = sym_args(prim)
+    variables = tuple(str(s) for s in syms)
+    exprs = [prim.sympy(*syms)] + sympy_derivatives(prim, syms)
+    g = to_graph(exprs, variables, dict(zip(variables, syms)))
+    rows = evaluate(g, inputs_of(name))
+    assert_value_and_gradient([np.broadcast_to(r, (5,)) for r in rows], name, "sympy round trip")
+
+
+def test_every_single_function_form_has_its_way_back():
+    """A form that is one sympy function of the arguments is read back as that primitive."""
+    back = {name for name, _ in heads().values()}
+    for name, prim in PRIMITIVES.items():
+        e = prim.sympy(*sym_args(prim))
+        if e.is_Function and e.args[:prim.arity] == tuple(sym_args(prim)):
+            assert name in back, name
+    assert {"erf", "erfc", "log1p", "softplus", "atan2", "min", "max", "step", "abs"} <= back
+
+
+TRACED = [(name, u) for name in NAMES for u in PRIMITIVES[name].trace_ufuncs]
+
+
+@pytest.mark.parametrize("name, ufunc", TRACED)
+def test_trace_of_the_numpy_ufunc(name, ufunc):
+    f = getattr(np, ufunc)
+    assert kind_of(f) == "differentiable", ufunc
+    args, values, ds = references(name)
+    inputs = inputs_of(name)
+    t = trace(lambda **kw: f(*(kw[v] for v in inputs)), inputs, list(inputs))
+    assert t.ok, t.problems
+    assert_close(t.value, values, VALUE_RTOL, f"{name}: np.{ufunc} traced value")
+    grads = t.vjp(np.ones(len(values)))
+    for k, v in enumerate(inputs):
+        assert_close(grads[v], ds[k], DERIVATIVE_RTOL, f"{name}: np.{ufunc} traced d/d{v}")
+
+
+def test_every_ufunc_primitive_is_traced_or_routed():
+    """A primitive with a plain numpy ufunc reaches the tracer: through its partials, or (sign) as a
+    constant of the routing table."""
+    for name, prim in PRIMITIVES.items():
+        if prim.ufunc is not None and len(prim.ufunc) == 1:
+            assert kind_of(getattr(np, prim.ufunc[0])) in ("differentiable", "constant"), name
+
+
+@pytest.mark.skipif(not numba_backend.available(), reason="numba is not installed")
+def test_numba_cache_fingerprint_follows_the_table(monkeypatch):
+    """numba keys its disk cache on numba_backend.py alone; the kernel carries this digest of the table's
+    numba forms (and their order) and recompiles when it differs, so a table edit never runs a stale
+    kernel. It must be the same in every process (no addresses), and change with any form."""
+    code = "from gradcli.batch import numba_backend as nb; print(nb.FINGERPRINT)"
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert int(other.stdout) == numba_backend.FINGERPRINT == numba_backend.table_fingerprint()
+    tan = PRIMITIVES["tan"]
+    monkeypatch.setitem(PRIMITIVES, "tan", tan.__class__(**{**tan.__dict__, "numba": lambda a: a}))
+    assert numba_backend.table_fingerprint() != numba_backend.FINGERPRINT
+    monkeypatch.setitem(PRIMITIVES, "tan", tan)
+    monkeypatch.setattr(numba_backend, "TABLE_OPS", numba_backend.TABLE_OPS[::-1])
+    assert numba_backend.table_fingerprint() != numba_backend.FINGERPRINT
