@@ -14,12 +14,9 @@ import numpy as np
 from ..diagnose import output_masks, straddles, variable_masks
 from ..graph import Graph, evaluate
 from ..methods.forward import Dual, DualOps, sweep
-from ..methods import numeric
-from ..methods.numeric import ESTIMATE_GAP, RIDDERS_CON, RIDDERS_H0
 from ..primitives import PRIMITIVES, NumericOps
-
-#: Ridders' tableau in batch: fewer rows than at one point (8 instead of 14): steps from h0 to h0/128.
-BATCH_RIDDERS_ROWS = 8
+from ..verdict.constants import BATCH_RIDDERS_ROWS, COMPLEX_STEP, ESTIMATE_GAP, RIDDERS_CON, RIDDERS_H0
+from ..verdict.differences import representable, ridders
 
 
 def eps_of(dtype) -> float:
@@ -198,7 +195,7 @@ def central(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
         Ds, Es = [], []
         for s in cand:
             # the step the arithmetic really takes; at least two ulps of x, or x +- h would be x
-            h = (x + xp.maximum(dtype(eps ** (1 / 3)) * s, 2 * eps * ax)) - x
+            h = representable(x, xp.maximum(dtype(eps ** (1 / 3)) * s, 2 * eps * ax))
             F = _perturbed(graph, inputs, k, offsets[:, None] * h[None, :], xp, dtype, N)
             D1 = (F[:, 0] - F[:, 1]) / (2 * h)
             D2 = (F[:, 2] - F[:, 3]) / (4 * h)
@@ -255,13 +252,13 @@ def richardson(graph: Graph, inputs: dict, xp, dtype, central_result, n: int | N
     for k, name in enumerate(graph.variables):
         x = inputs[name]
         h0 = dtype(RIDDERS_H0) * scales[k]
-        hs = xp.stack([(x + h0 / RIDDERS_CON ** r) - x for r in range(rows)])  # (rows, N)
+        hs = xp.stack([representable(x, h0 / RIDDERS_CON ** r) for r in range(rows)])  # (rows, N)
         deltas = xp.concatenate([hs, -hs])
         F = _perturbed(graph, inputs, k, deltas, xp, dtype, N)
         D = [(F[:, r] - F[:, rows + r]) / (2 * hs[r]) for r in range(rows)]
         if f0 is None:
             f0 = xp.abs(outputs(graph, inputs, xp, dtype, N))
-        best, err = numeric.ridders(lambda i: D[i], rows, (m, N), xp=xp, dtype=dtype)
+        best, err = ridders(lambda i: D[i], rows, (m, N), xp=xp, dtype=dtype)
         err = err + 8 * eps * (xp.abs(best) + f0 / h0[None, :])
         # where central differences cannot vouch for the tableau (no estimate, or one as large as a
         # thousandth of the value), their whole gap counts
@@ -272,10 +269,6 @@ def richardson(graph: Graph, inputs: dict, xp, dtype, central_result, n: int | N
         J[:, k] = best
         est[:, k] = xp.where(straddles(graph, inputs, k, h0, xp, dtype, N), xp.inf, err)
     return J, est
-
-
-#: complex step sizes relative to |x| per real dtype: h**2 must vanish against eps, h*f' must not underflow
-COMPLEX_STEP = {np.dtype(np.float64): (1e-20, 1e-300), np.dtype(np.float32): (1e-10, 1e-30)}
 
 
 def complex_step(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):

@@ -16,21 +16,10 @@ import numpy as np
 from ..diagnose import straddles
 from ..graph import Graph, evaluate
 from ..primitives import PRIMITIVES
+from ..verdict.constants import (CENTRAL_CANDIDATES, COMPLEX_H, ESTIMATE_GAP, RIDDERS_CON, RIDDERS_H0,
+                                 RIDDERS_ROWS)
+from ..verdict.differences import representable, ridders
 
-#: Ridders' tableau: step ratio, number of rows, and how much worse the last diagonal may get before
-#: the extrapolation stops (Numerical Recipes' CON, NTAB, SAFE).
-RIDDERS_CON = 2.0
-RIDDERS_ROWS = 14
-RIDDERS_SAFE = 2.0
-RIDDERS_H0 = 2.0 ** -4
-#: An error estimate counts only once it is this small relative to the estimate itself: before
-#: that, agreement between rows may be luck (steps straddling a pole or many periods).
-RIDDERS_CREDIBLE = 1e-4
-#: Complex step size, relative to |x|: any small h works (no subtraction), this one keeps h**2 far
-#: below the float64 resolution of f while h itself stays a normal number.
-COMPLEX_H = 1e-20
-ESTIMATE_GAP = 10.0
-CENTRAL_CANDIDATES = 13
 #: Elements per vectorised evaluation when the variables are many (memory stays near 100 MB).
 BLOCK_ELEMENTS = 2_000_000
 
@@ -92,11 +81,6 @@ def _x_vector(graph: Graph, point: dict, dtype=np.float64) -> np.ndarray:
     return np.array([point[v] for v in graph.variables], dtype=dtype)
 
 
-def _representable(x: np.ndarray, h: np.ndarray) -> np.ndarray:
-    # use the step the float arithmetic actually takes, so (x+h) - x == h exactly
-    return (x + h) - x
-
-
 def _candidate_scales(x: np.ndarray) -> np.ndarray:
     """Per variable, the length scales over which f might vary: powers of ten from 1e-6*min(|x|, 1)
     (room to fit beside a domain edge) up to max(|x|, 1) (a relative step for large x)."""
@@ -121,7 +105,7 @@ def _central_candidates(graph: Graph, x: np.ndarray, stencil=None, noise_scale=N
     scales = _candidate_scales(x)
     K = scales.shape[1]
     n = x.size
-    hs = np.stack([_representable(x, eps ** (1 / 3) * scales[:, k]) for k in range(K)])  # (K, nvars)
+    hs = np.stack([representable(x, eps ** (1 / 3) * scales[:, k]) for k in range(K)])  # (K, nvars)
     offsets = np.array((1.0, -1.0, 2.0, -2.0, 4.0, -4.0))
     deltas = (offsets[None, :, None] * hs[:, None, :]).reshape(K * len(offsets), n)
     shape = lambda F: F.reshape(F.shape[0], K, len(offsets), n).transpose(1, 2, 0, 3)  # (K, 6, nout, n)
@@ -221,7 +205,7 @@ def richardson(graph: Graph, point: dict) -> NumericResult:
     c = central(graph, point)
     # start where central differences found f's length scale: h0 is a few thousand times their step
     h0 = RIDDERS_H0 * c.steps / np.finfo(np.float64).eps ** (1 / 3)
-    hs = [_representable(x, h0 / RIDDERS_CON ** k) for k in range(RIDDERS_ROWS)]
+    hs = [representable(x, h0 / RIDDERS_CON ** k) for k in range(RIDDERS_ROWS)]
     # every row of the tableau in one evaluation: rows +h_k, -h_k
     deltas = np.stack([sign * hk for hk in hs for sign in (1.0, -1.0)])
     Fv = _stencil(graph, x, deltas)
@@ -243,51 +227,6 @@ def richardson(graph: Graph, point: dict) -> NumericResult:
         res.status = "unavailable"
         res.message = "no finite Richardson estimate: the stencil leaves the domain of the function"
     return res
-
-
-def ridders(row, n_rows: int, shape, xp=np, dtype=np.float64, done=None, trace: dict | None = None):
-    """Ridders' tableau over central differences at steps h, h/2, h/4, ...; ``row(i)`` gives the
-    differences at h/2**i (computed lazily, so a caller may stop early). Each column cancels one more
-    power of h**2; the entry with the smallest change between neighbouring orders is the estimate and
-    that change its error estimate. An entry stops once the top order got worse by a factor SAFE
-    after a credible estimate (round-off has taken over), or where ``done`` is set from the start.
-    -> (best, err), both of ``shape``. A ``trace`` dict, if given, receives the tableau as computed
-    (``tableau``: rows of columns, each of ``shape``), where each entry's estimate came from
-    (``chosen_row``, ``chosen_column``; -1: none) and the row at which it stopped (``stopped_row``;
-    the last row computed if it never did): for explanations; the results do not depend on it."""
-    best = xp.full(shape, xp.nan, dtype=dtype)
-    err = xp.full(shape, xp.inf, dtype=dtype)
-    done = xp.zeros(shape, dtype=bool) if done is None else done.copy()
-    prev = [row(0)]
-    if trace is not None:
-        trace["tableau"] = [prev]
-        for key in ("chosen_row", "chosen_column", "stopped_row"):
-            trace[key] = np.full(shape, -1)
-        trace["stopped_row"][np.asarray(done)] = 0
-    for i in range(1, n_rows):
-        cur = [row(i)]
-        fac = RIDDERS_CON ** 2
-        for j in range(1, i + 1):
-            cur.append((cur[j - 1] * fac - prev[j - 1]) / (fac - 1))
-            fac *= RIDDERS_CON ** 2
-            errt = xp.maximum(xp.abs(cur[j] - cur[j - 1]), xp.abs(cur[j] - prev[j - 1]))
-            take = ~done & xp.isfinite(errt) & (errt <= err)
-            best = xp.where(take, cur[j], best)
-            err = xp.where(take, errt, err)
-            if trace is not None:
-                trace["chosen_row"][take] = i
-                trace["chosen_column"][take] = j
-        credible = err <= RIDDERS_CREDIBLE * xp.abs(best)
-        done |= credible & (xp.abs(cur[i] - prev[i - 1]) >= RIDDERS_SAFE * err)
-        prev = cur
-        if trace is not None:
-            trace["tableau"].append(cur)
-            trace["stopped_row"][(trace["stopped_row"] < 0) & done] = i
-        if bool(done.all()):
-            break
-    if trace is not None:
-        trace["stopped_row"][trace["stopped_row"] < 0] = len(trace["tableau"]) - 1
-    return best, err
 
 
 def holomorphic_blockers(graph: Graph) -> list[str]:
