@@ -17,8 +17,8 @@ from ..diagnose import straddles
 from ..graph import Graph, evaluate
 from ..primitives import PRIMITIVES
 from ..verdict.constants import (CENTRAL_CANDIDATES, COMPLEX_H, ESTIMATE_GAP, RIDDERS_CON, RIDDERS_H0,
-                                 RIDDERS_ROWS)
-from ..verdict.differences import representable, ridders
+                                 RIDDERS_ROWS, STRADDLE_BUDGET)
+from ..verdict.differences import best_central, central_candidates, representable, ridders
 
 #: Elements per vectorised evaluation when the variables are many (memory stays near 100 MB).
 BLOCK_ELEMENTS = 2_000_000
@@ -81,84 +81,27 @@ def _x_vector(graph: Graph, point: dict, dtype=np.float64) -> np.ndarray:
     return np.array([point[v] for v in graph.variables], dtype=dtype)
 
 
-def _candidate_scales(x: np.ndarray) -> np.ndarray:
-    """Per variable, the length scales over which f might vary: powers of ten from 1e-6*min(|x|, 1)
-    (room to fit beside a domain edge) up to max(|x|, 1) (a relative step for large x)."""
-    ax = np.abs(x)
-    lo = np.log10(np.where(ax > 0, np.minimum(ax, 1.0), 1.0)) - 6
-    hi = np.log10(np.maximum(ax, 1.0))
-    k = np.linspace(0.0, 1.0, CENTRAL_CANDIDATES)
-    return 10.0 ** (hi[:, None] - (hi - lo)[:, None] * k[None, :])  # (nvars, K), largest first
-
-
-#: variables x nodes up to which central differences check their stencils for kinks, jumps and poles
-STRADDLE_BUDGET = 20_000
-
-
-def _central_candidates(graph: Graph, x: np.ndarray, stencil=None, noise_scale=None):
-    """Central differences at steps h, 2h, 4h for every candidate scale, with error estimates.
-
-    ``stencil(x, deltas)`` -> (n_out, m, nvars) replaces the graph's evaluation (the Hessian
-    differences the reverse gradient this way); without rounding signs, round-off is estimated from
-    the bound alone."""
+def _candidates(graph, x, stencil=None, noise_scale=None):
+    """The candidates of :func:`gradcli.verdict.differences.central_candidates` at one point (P = 1):
+    on the graph with rounding probes and the kink test (skipped for large graphs, where it would cost
+    more than everything else), or on ``stencil(x, deltas)`` -> (n_out, m, nvars) with the rounding bound."""
     eps = np.finfo(np.float64).eps
-    scales = _candidate_scales(x)
-    K = scales.shape[1]
-    n = x.size
-    hs = np.stack([representable(x, eps ** (1 / 3) * scales[:, k]) for k in range(K)])  # (K, nvars)
-    offsets = np.array((1.0, -1.0, 2.0, -2.0, 4.0, -4.0))
-    deltas = (offsets[None, :, None] * hs[:, None, :]).reshape(K * len(offsets), n)
-    shape = lambda F: F.reshape(F.shape[0], K, len(offsets), n).transpose(1, 2, 0, 3)  # (K, 6, nout, n)
-    Fv = shape(_stencil(graph, x, deltas) if stencil is None else stencil(x, deltas))
-    h = hs[:, None, :]
-    D1 = (Fv[:, 0] - Fv[:, 1]) / (2 * h)
-    side = np.tile(np.sign(offsets), K)
-    jiggle = np.zeros_like(D1)
-    patterns = (lambda i: side * (-1.0) ** i, lambda i: side * (-1.0) ** (i // 2))
-    for pattern in patterns if stencil is None else ():
-        Fj = shape(_stencil(graph, x, deltas, jiggle=pattern))
-        jiggle = np.fmax(jiggle, 4 * np.abs((Fj[:, 0] - Fj[:, 1]) / (2 * h) - D1))
-    D2 = (Fv[:, 2] - Fv[:, 3]) / (4 * h)
-    D4 = (Fv[:, 4] - Fv[:, 5]) / (8 * h)
-    # round-off: f's own rounding, plus the rounding of intermediate values as large as x (sin(100*x)
-    # at x = 1e4 carries eps*1e6 in its argument), which does not look like noise across nearby steps.
-    # On a graph the rounding probes (one more ulp per operation) measure it; a stencil without them
-    # takes the bound eps*|x*f'| (which would also charge sin(x) at x = 1e15, whose steps are exact)
-    bound = 0.0 if stencil is None else np.abs(x)[None, None, :] * np.abs(D1)
-    noise = 4 * eps * ((np.abs(Fv[:, 0]) + np.abs(Fv[:, 1])) / 2 + bound) / h
-    noise = np.fmax(noise, jiggle)
-    if noise_scale is not None:  # outputs that cancel carry rounding relative to their terms, not to |f|
-        noise = np.fmax(noise, 8 * eps * np.asarray(noise_scale, dtype=float)[None, :, None] / h)
-    d1, d2 = np.abs(D2 - D1), np.abs(D4 - D2)
-    # in the asymptotic range the error falls like h**2, so D(4h)-D(2h) is about 4 times
-    # D(2h)-D(h); anything else (a period or a pole within the stencil) voids the estimate
-    asymptotic = (d1 <= 2 * noise) | ((d2 >= 2 * d1) & (d2 <= 8 * d1))
-    own = np.where(asymptotic, d1 / 3 + noise, np.inf)
-    own = np.where(np.isfinite(own) & np.isfinite(D1), own, np.inf)
-    # a stencil that reaches across a kink, jump or pole averages two sides (one graph evaluation per
-    # variable: skipped for large graphs, where it would cost more than everything else)
+    K = CENTRAL_CANDIDATES
+    if stencil is not None:
+        rows = lambda deltas, signs: stencil(x, deltas[..., 0])[..., None]
+    else:
+        rows = lambda deltas, signs: _stencil(graph, x, deltas[..., 0], jiggle=signs)[..., None]
+    straddle = None
     if graph is not None and len(graph.variables) * len(graph.nodes) <= STRADDLE_BUDGET:
         pts = {v: np.full(K, x[j]) for j, v in enumerate(graph.variables)}
-        for k in range(n):
+
+        def straddle(k, reach):
             with np.errstate(all="ignore"):
-                hit = straddles(graph, pts, k, 4 * hs[:, k], np, np.float64, K)
-            own[hit, :, k] = np.inf
-    # no step can be in the h**2 regime when a smaller one is clearly out of it (not merely noisy): at
-    # sin(x) at 1e16 or tan(x) next to pi/2 the smallest step float64 allows already spans a period or
-    # the pole, and a huge step that looks converged (it spans a near-whole number of periods) is not
-    out = ~asymptotic & (d1 > 8 * noise) & np.isfinite(D1)
-    smaller_out = np.flip(np.logical_or.accumulate(np.flip(out, axis=0), axis=0), axis=0)
-    void = np.zeros_like(out)
-    void[:-1] = smaller_out[1:]
-    own = np.where(void, np.inf, own)
-    # a step is only as good as its agreement with every smaller one, beyond their own error:
-    # for abs(x) at x = 1e-160 all steps above 1e-160 agree on 0, and only the smaller ones know
-    est = own.copy()
-    for k in range(K - 1):
-        gap = np.abs(D1[k] - D1[k + 1:]) - own[k + 1:]
-        gap = np.where(np.isfinite(gap), gap, 0.0)
-        est[k] = np.maximum(est[k], gap.max(axis=0))
-    return D1, est, hs, scales
+                return straddles(graph, pts, k, reach[:, 0], np, np.float64, K)[:, None]
+    D1, est, hs, scales = central_candidates(np, x[:, None], rows, eps, probe=stencil is None,
+                                             straddle=straddle, noise_scale=noise_scale,
+                                             bounded=stencil is not None)
+    return D1[..., 0], est[..., 0], hs[..., 0], scales[..., 0]
 
 
 @_quiet
@@ -168,15 +111,12 @@ def central(graph: Graph, point: dict) -> NumericResult:
     1e-6*min(|x|, 1) to max(|x|, 1) is tried in one evaluation and the one with the smallest error
     estimate wins (truncation from the steps 2h and 4h, round-off as eps*|f|/h)."""
     x = _x_vector(graph, point)
-    return best_central(*_central_candidates(graph, x))
+    return _best(*_candidates(graph, x))
 
 
-def best_central(D1, est, hs, scales) -> NumericResult:
+def _best(D1, est, hs, scales) -> NumericResult:
     """Per entry, the candidate step with the smallest error estimate."""
-    best = np.argmin(est, axis=0)  # (nout, n)
-    pick = lambda A: np.take_along_axis(A, best[None], axis=0)[0]
-    J, err = pick(D1), pick(est)
-    steps = np.take_along_axis(hs, np.argmin(est.max(axis=1), axis=0)[None], axis=0)[0]
+    J, err, steps, best = best_central(np, D1, est, hs)
     # the candidates and the pick per entry, for `gradcli explain` (data only: results do not read it)
     res = NumericResult(J, err, steps, detail={"step": steps.tolist(), "candidate_steps": hs,
                                                "candidate_estimates": D1, "candidate_errors": est,
@@ -192,7 +132,7 @@ def best_central(D1, est, hs, scales) -> NumericResult:
 def central_of(stencil, x: np.ndarray, noise_scale=None) -> NumericResult:
     """:func:`central` for any vector function given as ``stencil(x, deltas) -> (n_out, m, nvars)``;
     ``noise_scale`` (per output) is the size its rounding is relative to, when that is more than |f|."""
-    return best_central(*_central_candidates(None, np.asarray(x, dtype=np.float64), stencil, noise_scale))
+    return _best(*_candidates(None, np.asarray(x, dtype=np.float64), stencil, noise_scale))
 
 
 @_quiet

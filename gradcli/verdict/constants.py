@@ -66,3 +66,5 @@ COMPLEX_H = 1e-20
 COMPLEX_STEP = {np.dtype(np.float64): (COMPLEX_H, 1e-300), np.dtype(np.float32): (1e-10, 1e-30)}
 #: Step scales central differences try at one point, from 1e-6*min(|x|, 1) to max(|x|, 1).
 CENTRAL_CANDIDATES = 13
+#: Variables x nodes up to which central differences check their stencils for kinks, jumps and poles.
+STRADDLE_BUDGET = 20_000

@@ -1,15 +1,106 @@
-"""What the numerical differences of every mode share, over an array namespace ``xp``: the step the
-arithmetic really takes and Ridders' tableau (point, batch and ``gradcli check`` alike)."""
+"""Numerical differences over an array namespace ``xp``, for one point and for a batch alike (a point is a
+batch of one): central differences with their one step selection, Ridders' tableau (also ``gradcli check``'s)
+and the step the arithmetic really takes.
+
+Arrays carry the variables before the points: ``x`` is (n, P); a stencil evaluation maps deltas (M, n, P)
+(row i moves variable j by deltas[i, j]) to outputs (n_out, M, n, P). The callers say how f is evaluated.
+"""
 from __future__ import annotations
 
 import numpy as np
 
-from .constants import RIDDERS_CON, RIDDERS_CREDIBLE, RIDDERS_SAFE
+from .constants import CENTRAL_CANDIDATES, RIDDERS_CON, RIDDERS_CREDIBLE, RIDDERS_SAFE
+
+OFFSETS = (1.0, -1.0, 2.0, -2.0, 4.0, -4.0)  # the stencil rows of one candidate: +-h, +-2h, +-4h
 
 
 def representable(x, h):
     """The step the float arithmetic actually takes, so that (x + h) - x == h exactly."""
     return (x + h) - x
+
+
+def candidate_scales(xp, x):
+    """Per variable and point, the length scales over which f might vary: powers of ten from
+    1e-6*min(|x|, 1) (room to fit beside a domain edge) up to max(|x|, 1) (a relative step for large x)
+    -> (n, K, P), largest first."""
+    ax = xp.abs(x)
+    lo = xp.log10(xp.where(ax > 0, xp.minimum(ax, 1.0), 1.0)) - 6
+    hi = xp.log10(xp.maximum(ax, 1.0))
+    k = xp.linspace(0.0, 1.0, CENTRAL_CANDIDATES)
+    return 10.0 ** (hi[:, None] - (hi - lo)[:, None] * k[None, :, None])
+
+
+def central_candidates(xp, x, rows, eps, probe=False, straddle=None, noise_scale=None, bounded=False):
+    """Central differences at steps h, 2h, 4h for every candidate scale, with error estimates.
+
+    ``rows(deltas, signs)`` evaluates the stencil, ``signs`` (None, or ``signs(i)``: +-1 per row for node i)
+    rounding every operation one ulp up or down; with ``probe`` two such patterns measure the rounding of
+    intermediate values. ``straddle(k, reach)`` -> bool (K, P): does moving variable k by ``reach`` cross a
+    kink, jump or pole. ``noise_scale`` (per output) is the size rounding is relative to where that is more
+    than |f|; ``bounded`` charges the rounding bound eps*|x*f'| instead of probing.
+    -> (D1, est, hs, scales): estimates and their errors (K, n_out, n, P), steps (K, n, P), scales (n, K, P)."""
+    scales = candidate_scales(xp, x)
+    K = scales.shape[1]
+    n, P = x.shape
+    hs = xp.stack([representable(x, eps ** (1 / 3) * scales[:, k]) for k in range(K)])
+    offsets = xp.asarray(OFFSETS, dtype=x.dtype)
+    deltas = (offsets[None, :, None, None] * hs[:, None]).reshape(K * len(OFFSETS), n, P)
+    shape = lambda F: F.reshape(F.shape[0], K, len(OFFSETS), n, P).transpose(1, 2, 0, 3, 4)
+    Fv = shape(rows(deltas, None))
+    h = hs[:, None]
+    D1 = (Fv[:, 0] - Fv[:, 1]) / (2 * h)
+    side = xp.tile(xp.sign(offsets), K)
+    jiggle = xp.zeros_like(D1)
+    patterns = (lambda i: side * (-1.0) ** i, lambda i: side * (-1.0) ** (i // 2))
+    for pattern in patterns if probe else ():
+        Fj = shape(rows(deltas, pattern))
+        jiggle = xp.fmax(jiggle, 4 * xp.abs((Fj[:, 0] - Fj[:, 1]) / (2 * h) - D1))
+    D2 = (Fv[:, 2] - Fv[:, 3]) / (4 * h)
+    D4 = (Fv[:, 4] - Fv[:, 5]) / (8 * h)
+    # round-off: f's own rounding, plus the rounding of intermediate values as large as x (sin(100*x)
+    # at x = 1e4 carries eps*1e6 in its argument), which does not look like noise across nearby steps.
+    # The rounding probes (one more ulp per operation) measure it; without them the bound eps*|x*f'|
+    # stands in (which would also charge sin(x) at x = 1e15, whose steps are exact)
+    bound = xp.abs(x)[None, None] * xp.abs(D1) if bounded else 0.0
+    noise = 4 * eps * ((xp.abs(Fv[:, 0]) + xp.abs(Fv[:, 1])) / 2 + bound) / h
+    noise = xp.fmax(noise, jiggle)
+    if noise_scale is not None:  # outputs that cancel carry rounding relative to their terms, not to |f|
+        noise = xp.fmax(noise, 8 * eps * xp.asarray(noise_scale, dtype=float)[None, :, None, None] / h)
+    d1, d2 = xp.abs(D2 - D1), xp.abs(D4 - D2)
+    # in the asymptotic range the error falls like h**2, so D(4h)-D(2h) is about 4 times
+    # D(2h)-D(h); anything else (a period or a pole within the stencil) voids the estimate
+    asymptotic = (d1 <= 2 * noise) | ((d2 >= 2 * d1) & (d2 <= 8 * d1))
+    own = xp.where(asymptotic, d1 / 3 + noise, xp.inf)
+    own = xp.where(xp.isfinite(own) & xp.isfinite(D1), own, xp.inf)
+    # a stencil that reaches across a kink, jump or pole averages two sides
+    for k in range(n) if straddle is not None else ():
+        hit = straddle(k, 4 * hs[:, k])
+        own[:, :, k] = xp.where(hit[:, None], xp.inf, own[:, :, k])
+    # no step can be in the h**2 regime when a smaller one is clearly out of it (not merely noisy): at
+    # sin(x) at 1e16 or tan(x) next to pi/2 the smallest step float64 allows already spans a period or
+    # the pole, and a huge step that looks converged (it spans a near-whole number of periods) is not
+    out = ~asymptotic & (d1 > 8 * noise) & xp.isfinite(D1)
+    smaller_out = xp.flip(xp.cumsum(xp.flip(out, axis=0), axis=0) > 0, axis=0)
+    void = xp.zeros_like(out)
+    void[:-1] = smaller_out[1:]
+    own = xp.where(void, xp.inf, own)
+    # a step is only as good as its agreement with every smaller one, beyond their own error:
+    # for abs(x) at x = 1e-160 all steps above 1e-160 agree on 0, and only the smaller ones know
+    est = own.copy()
+    for k in range(K - 1):
+        gap = xp.abs(D1[k] - D1[k + 1:]) - own[k + 1:]
+        gap = xp.where(xp.isfinite(gap), gap, 0.0)
+        est[k] = xp.maximum(est[k], gap.max(axis=0))
+    return D1, est, hs, scales
+
+
+def best_central(xp, D1, est, hs):
+    """Per entry, the candidate step with the smallest error estimate -> (J, err, steps, chosen): J and
+    err (n_out, n, P), the steps of the candidate best for every output (n, P), the choice per entry."""
+    best = xp.argmin(est, axis=0)
+    pick = lambda A: xp.take_along_axis(A, best[None], axis=0)[0]
+    steps = xp.take_along_axis(hs, xp.argmin(est.max(axis=1), axis=0)[None], axis=0)[0]
+    return pick(D1), pick(est), steps, best
 
 
 def ridders(row, n_rows: int, shape, xp=np, dtype=np.float64, done=None, trace: dict | None = None):
