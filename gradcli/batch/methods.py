@@ -15,8 +15,9 @@ from ..diagnose import output_masks, straddles, variable_masks
 from ..graph import Graph, evaluate
 from ..methods.forward import Dual, DualOps, sweep
 from ..primitives import PRIMITIVES, NumericOps
-from ..verdict.constants import BATCH_RIDDERS_ROWS, COMPLEX_STEP, ESTIMATE_GAP, RIDDERS_CON, RIDDERS_H0
-from ..verdict.differences import representable, ridders
+from ..verdict.constants import (BATCH_RIDDERS_ROWS, CENTRAL_CANDIDATES, COMPLEX_STEP, ESTIMATE_GAP, RIDDERS_CON,
+                                 RIDDERS_H0, STRADDLE_BUDGET)
+from ..verdict.differences import best_central, central_candidates, representable, ridders
 
 
 def eps_of(dtype) -> float:
@@ -170,72 +171,37 @@ def _perturbed(graph, inputs, k, deltas, xp, dtype, N, jiggle=None):
 
 def central(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
     """Central differences with error estimates -> (J, estimate, scale (nvars, N) of the chosen step,
-    the gap between the two step scales (part of the estimate)).
+    the gap between step scales already in the estimate (0)).
 
-    Two step scales per variable and point, s = max(|x|, 1) and s = |x| (for points close to 0, where
-    a domain edge or a kink may be near), each with steps h, 2h, 4h (h = eps**(1/3) * s); the estimate
-    is the truncation error seen between h and 2h (trusted only where 2h to 4h shows the h**2 law)
-    plus a round-off bound, and the scale with the smaller estimate wins.
+    The one step selection of :func:`gradcli.verdict.differences.central_candidates`, as at one point:
+    every candidate scale from 1e-6*min(|x|, 1) to max(|x|, 1), steps h, 2h, 4h each, rounding probes and
+    the kink test, the candidate with the smallest estimate per entry; so a point of a batch gets the
+    estimate ``grad --at`` gives there.
     """
     N = _n_points(inputs, n)
     m, nv = len(graph.outputs), len(graph.variables)
-    eps = eps_of(dtype)
-    J = xp.zeros((m, nv, N), dtype=dtype)
-    est = xp.zeros((m, nv, N), dtype=dtype)
-    gaps = xp.zeros((m, nv, N), dtype=dtype)
-    scales = xp.ones((nv, N), dtype=dtype)
-    offsets = xp.asarray([1.0, -1.0, 2.0, -2.0, 4.0, -4.0], dtype=dtype)
-    # graph.evaluate's jiggle is in float64 ulps: scaled to one ulp of dtype, kept in dtype
-    side = xp.asarray([[1.0], [-1.0]], dtype=dtype)
+    if not nv:  # a constant expression: nothing to perturb
+        zero = xp.zeros((m, 0, N), dtype=dtype)
+        return zero, zero, xp.ones((0, N), dtype=dtype), zero
+    eps = np.finfo(dtype).eps
+    # graph.evaluate's rounding signs are in float64 ulps: scaled to one ulp of dtype, kept in dtype
     ulp = float(eps / np.finfo(np.float64).eps)
-    for k, name in enumerate(graph.variables):
-        x = inputs[name]
-        ax = xp.abs(x)
-        cand = (xp.maximum(ax, 1), xp.where((ax > 0) & (ax < 1), ax, 1))
-        Ds, Es = [], []
-        for s in cand:
-            # the step the arithmetic really takes; at least two ulps of x, or x +- h would be x
-            h = representable(x, xp.maximum(dtype(eps ** (1 / 3)) * s, 2 * eps * ax))
-            F = _perturbed(graph, inputs, k, offsets[:, None] * h[None, :], xp, dtype, N)
-            D1 = (F[:, 0] - F[:, 1]) / (2 * h)
-            D2 = (F[:, 2] - F[:, 3]) / (4 * h)
-            D4 = (F[:, 4] - F[:, 5]) / (8 * h)
-            noise = 4 * eps * ((xp.abs(F[:, 0]) + xp.abs(F[:, 1])) / 2 + ax * xp.abs(D1)) / h
-            # rounding of intermediate values (1 + x*x at tiny x) is invisible in |f|: probe it by
-            # rounding every operation one ulp up on one side of the stencil and down on the other
-            for pattern in (lambda i: (-1.0) ** i, lambda i: (-1.0) ** (i // 2)):
-                Fj = _perturbed(graph, inputs, k, offsets[:2, None] * h[None, :], xp, dtype, N,
-                                jiggle=lambda i, p=pattern: ulp * p(i) * side)
-                noise = xp.maximum(noise, 4 * xp.abs((Fj[:, 0] - Fj[:, 1]) / (2 * h) - D1))
-            d1, d2 = xp.abs(D2 - D1), xp.abs(D4 - D2)
-            # the error falls like h**2 only in the asymptotic range (D(4h)-D(2h) about 4 times D(2h)-D(h));
-            # anything else (a kink, a pole or a period inside the stencil: sin(x) at 1e8 with h = 600)
-            # voids the estimate, and the method has nothing to say at that point
-            same_way = (D4 - D2) * (D2 - D1) > 0  # D(h) = f' + c*h**2: both differences have c's sign
-            asymptotic = (d1 <= 2 * noise) | (same_way & (d2 >= 2 * d1) & (d2 <= 8 * d1))
-            e = xp.where(asymptotic, d1 / 3 + noise, xp.inf)
-            Ds.append(D1)
-            Es.append(xp.where(xp.isfinite(e) & xp.isfinite(D1), e, xp.inf))
-        # per point, the scale whose worst entry is better; where the two disagree beyond both estimates,
-        # the smaller step (s = 1 beside |x| = 1e8, or |x| beside 1 near 0): a larger one that spans a
-        # period or a kink can pass the h**2 test by chance, with an estimate as small as it is wrong
-        # (cand[1] <= cand[0]) and a larger step cannot be in the h**2 regime where a smaller one is not
-        # (a smaller one that is only noise passes): there the larger one's estimate is void too
-        Es[0] = xp.where(xp.isfinite(Es[1]) | (cand[1] == cand[0]), Es[0], xp.inf)
-        with np.errstate(invalid="ignore"):
-            conflict = (xp.abs(Ds[0] - Ds[1]) > 3 * (Es[0] + Es[1])).any(axis=0)
-        use_b = conflict | (Es[1].max(axis=0) < Es[0].max(axis=0))
-        J[:, k] = xp.where(use_b, Ds[1], Ds[0])
-        scales[k] = xp.where(use_b, cand[1], cand[0])
-        reach = 4 * dtype(eps ** (1 / 3)) * scales[k]
-        # two step scales that disagree are each off by up to their gap, whatever their own estimates say
-        # (a step of 8e9 on sin(x) at 1.4e15 spans a near-whole number of periods and looks converged)
-        both = xp.isfinite(Es[0]) & xp.isfinite(Es[1])
-        gap = xp.where(both, xp.abs(Ds[0] - Ds[1]), 0.0)
-        gaps[:, k] = gap
-        est[:, k] = xp.where(straddles(graph, inputs, k, reach, xp, dtype, N), xp.inf,
-                             xp.fmax(xp.where(use_b, Es[1], Es[0]), gap))
-    return J, est, scales, gaps
+    x = xp.stack([xp.broadcast_to(xp.asarray(inputs[v], dtype=dtype), (N,)) for v in graph.variables])
+
+    def rows(deltas, signs):  # deltas (M, nv, N) -> (m, M, nv, N), variable by variable
+        jig = None if signs is None else (lambda i: (ulp * signs(i))[:, None])
+        return xp.stack([_perturbed(graph, inputs, k, deltas[:, k], xp, dtype, N, jiggle=jig)
+                         for k in range(nv)], axis=2)
+
+    straddle = None
+    if nv * len(graph.nodes) <= STRADDLE_BUDGET:
+        K = CENTRAL_CANDIDATES
+        tiled = {v: xp.broadcast_to(xp.asarray(inputs[v])[None], (K, N)).ravel() for v in graph.variables}
+        straddle = lambda k, reach: straddles(graph, tiled, k, reach.ravel(), xp, dtype, K * N).reshape(K, N)
+    D1, est, hs, _ = central_candidates(xp, x, rows, eps, probe=True, straddle=straddle)
+    J, err, steps, _ = best_central(xp, D1, est, hs)
+    J = xp.where(xp.isfinite(err), J, xp.nan)
+    return J, err, steps / eps ** (1 / 3), xp.zeros_like(J)
 
 
 def richardson(graph: Graph, inputs: dict, xp, dtype, central_result, n: int | None = None):

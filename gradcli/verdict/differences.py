@@ -49,11 +49,14 @@ def central_candidates(xp, x, rows, eps, probe=False, straddle=None, noise_scale
     Fv = shape(rows(deltas, None))
     h = hs[:, None]
     D1 = (Fv[:, 0] - Fv[:, 1]) / (2 * h)
-    side = xp.tile(xp.sign(offsets), K)
+    # the probes need only the rows +-h (evaluation is elementwise: the other rows would not change them)
+    inner = (offsets[None, :2, None, None] * hs[:, None]).reshape(K * 2, n, P)
+    side = xp.tile(xp.sign(offsets[:2]), K)
     jiggle = xp.zeros_like(D1)
     patterns = (lambda i: side * (-1.0) ** i, lambda i: side * (-1.0) ** (i // 2))
     for pattern in patterns if probe else ():
-        Fj = shape(rows(deltas, pattern))
+        Fj = rows(inner, pattern)
+        Fj = Fj.reshape(Fj.shape[0], K, 2, n, P).transpose(1, 2, 0, 3, 4)
         jiggle = xp.fmax(jiggle, 4 * xp.abs((Fj[:, 0] - Fj[:, 1]) / (2 * h) - D1))
     D2 = (Fv[:, 2] - Fv[:, 3]) / (4 * h)
     D4 = (Fv[:, 4] - Fv[:, 5]) / (8 * h)
