@@ -15,13 +15,9 @@ from ..diagnose import output_masks, straddles, variable_masks
 from ..graph import Graph, evaluate
 from ..methods.forward import Dual, DualOps, sweep
 from ..primitives import PRIMITIVES, NumericOps
-from ..verdict.constants import (BATCH_RIDDERS_ROWS, CENTRAL_CANDIDATES, COMPLEX_STEP, ESTIMATE_GAP, RIDDERS_CON,
-                                 RIDDERS_H0, STRADDLE_BUDGET)
-from ..verdict.differences import best_central, central_candidates, representable, ridders
-
-
-def eps_of(dtype) -> float:
-    return float(np.finfo(dtype).eps)
+from ..verdict.constants import CENTRAL_CANDIDATES, COMPLEX_STEP, STRADDLE_BUDGET
+from ..verdict import differences
+from ..verdict.differences import best_central, central_candidates
 
 
 def _n_points(inputs: dict, n: int | None) -> int:
@@ -186,12 +182,11 @@ def central(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
     eps = np.finfo(dtype).eps
     # graph.evaluate's rounding signs are in float64 ulps: scaled to one ulp of dtype, kept in dtype
     ulp = float(eps / np.finfo(np.float64).eps)
-    x = xp.stack([xp.broadcast_to(xp.asarray(inputs[v], dtype=dtype), (N,)) for v in graph.variables])
+    x = _points(graph, inputs, xp, dtype, N)
 
-    def rows(deltas, signs):  # deltas (M, nv, N) -> (m, M, nv, N), variable by variable
+    def rows(deltas, signs):
         jig = None if signs is None else (lambda i: (ulp * signs(i))[:, None])
-        return xp.stack([_perturbed(graph, inputs, k, deltas[:, k], xp, dtype, N, jiggle=jig)
-                         for k in range(nv)], axis=2)
+        return _rows(graph, inputs, xp, dtype, N, jiggle=jig)(deltas)
 
     straddle = None
     if nv * len(graph.nodes) <= STRADDLE_BUDGET:
@@ -204,59 +199,44 @@ def central(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
     return J, err, steps / eps ** (1 / 3), xp.zeros_like(J)
 
 
+def _rows(graph: Graph, inputs: dict, xp, dtype, N: int, jiggle=None):
+    """Stencil rows over the chunk: deltas (M, nvars, N) -> outputs (m, M, nvars, N), one variable moved
+    at a time (by its column of deltas) with the others at their points."""
+    nv = len(graph.variables)
+    return lambda deltas: xp.stack([_perturbed(graph, inputs, k, deltas[:, k], xp, dtype, N, jiggle=jiggle)
+                                    for k in range(nv)], axis=2)
+
+
+def _points(graph: Graph, inputs: dict, xp, dtype, N: int):
+    """The chunk as one array (nvars, N)."""
+    return xp.stack([xp.broadcast_to(xp.asarray(inputs[v], dtype=dtype), (N,)) for v in graph.variables])
+
+
 def richardson(graph: Graph, inputs: dict, xp, dtype, central_result, n: int | None = None):
-    """Ridders' extrapolation over steps h0, h0/2, ... (h0 = 2**-4 times the scale central differences
-    chose), every row of the tableau in one evaluation -> (J, estimate)."""
+    """Ridders' extrapolation over steps h0, h0/2, ... from the step central differences chose, as at
+    one point (:func:`gradcli.verdict.differences.richardson`) -> (J, estimate)."""
     N = _n_points(inputs, n)
     m, nv = len(graph.outputs), len(graph.variables)
-    eps = eps_of(dtype)
-    Jc, Ec, scales, scale_gap = central_result
-    J = xp.full((m, nv, N), xp.nan, dtype=dtype)
-    est = xp.full((m, nv, N), xp.inf, dtype=dtype)
-    rows = BATCH_RIDDERS_ROWS
-    f0 = None
-    for k, name in enumerate(graph.variables):
-        x = inputs[name]
-        h0 = dtype(RIDDERS_H0) * scales[k]
-        hs = xp.stack([representable(x, h0 / RIDDERS_CON ** r) for r in range(rows)])  # (rows, N)
-        deltas = xp.concatenate([hs, -hs])
-        F = _perturbed(graph, inputs, k, deltas, xp, dtype, N)
-        D = [(F[:, r] - F[:, rows + r]) / (2 * hs[r]) for r in range(rows)]
-        if f0 is None:
-            f0 = xp.abs(outputs(graph, inputs, xp, dtype, N))
-        best, err = ridders(lambda i: D[i], rows, (m, N), xp=xp, dtype=dtype)
-        err = err + 8 * eps * (xp.abs(best) + f0 / h0[None, :])
-        # where central differences cannot vouch for the tableau (no estimate, or one as large as a
-        # thousandth of the value), their whole gap counts
-        vouch = xp.isfinite(Ec[:, k]) & (Ec[:, k] <= 1e-3 * xp.abs(Jc[:, k]))
-        gap = xp.abs(best - Jc[:, k]) - xp.where(vouch, ESTIMATE_GAP * Ec[:, k], 0)
-        err = xp.where(xp.isfinite(gap), xp.maximum(err, gap), err)
-        err = xp.maximum(err, scale_gap[:, k])  # the tableau starts from a scale the two did not agree on
-        J[:, k] = best
-        est[:, k] = xp.where(straddles(graph, inputs, k, h0, xp, dtype, N), xp.inf, err)
-    return J, est
+    if not nv:
+        return xp.zeros((m, 0, N), dtype=dtype), xp.zeros((m, 0, N), dtype=dtype)
+    eps = np.finfo(dtype).eps
+    Jc, Ec, scales, _ = central_result
+    J, err, _, _ = differences.richardson(xp, _points(graph, inputs, xp, dtype, N), _rows(graph, inputs, xp, dtype, N),
+                                          Jc, Ec, scales * eps ** (1 / 3), eps)
+    return J, err
 
 
 def complex_step(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
-    """Im f(x + ih) / h at two steps (relative to |x| and to max(|x|, 1)); their difference is the
-    error estimate -> (J, estimate). The caller checks the path is holomorphic."""
+    """Im f(x + ih) / h at three steps, as at one point (:func:`gradcli.verdict.differences.complex_step`)
+    -> (J, estimate). The caller checks the path is holomorphic."""
     N = _n_points(inputs, n)
     m, nv = len(graph.outputs), len(graph.variables)
-    eps = eps_of(dtype)
+    if not nv:
+        return xp.zeros((m, 0, N), dtype=dtype), xp.zeros((m, 0, N), dtype=dtype)
     rel, tiny = COMPLEX_STEP[np.dtype(dtype)]
     ctype = np.result_type(dtype, np.complex64)
-    J = xp.zeros((m, nv, N), dtype=dtype)
-    est = xp.zeros((m, nv, N), dtype=dtype)
-    for k, name in enumerate(graph.variables):
-        x = inputs[name]
-        ax = xp.abs(x)
-        h1 = xp.where(x == 0, dtype(rel), xp.maximum(dtype(rel) * ax, dtype(tiny)))
-        h2 = dtype(rel) * xp.maximum(ax, 1)
-        hs = xp.stack([h1, h2])
-        F = _perturbed(graph, inputs, k, (1j * hs).astype(ctype), xp, dtype, N)
-        D = xp.imag(F) / hs[None]
-        J[:, k] = D[:, 0]
-        est[:, k] = 4 * eps * xp.abs(D[:, 0]) + xp.abs(D[:, 0] - D[:, 1])
-        # where the relative step underflows, the floor is not small against x (sqrt(x) at 1e-305)
-        est[:, k] = xp.where((x == 0) | (dtype(rel) * ax >= dtype(tiny)), est[:, k], xp.inf)
-    return J, est
+    rows = _rows(graph, inputs, xp, dtype, N)
+    J, err, _ = differences.complex_step(xp, _points(graph, inputs, xp, dtype, N),
+                                         lambda deltas: rows(deltas.astype(ctype)), dtype(rel), dtype(tiny),
+                                         np.finfo(dtype).eps)
+    return J.astype(dtype), err.astype(dtype)

@@ -16,9 +16,10 @@ import numpy as np
 from ..diagnose import straddles
 from ..graph import Graph, evaluate
 from ..primitives import PRIMITIVES
-from ..verdict.constants import (CENTRAL_CANDIDATES, COMPLEX_H, ESTIMATE_GAP, RIDDERS_CON, RIDDERS_H0,
-                                 RIDDERS_ROWS, STRADDLE_BUDGET)
-from ..verdict.differences import best_central, central_candidates, representable, ridders
+from ..verdict.constants import CENTRAL_CANDIDATES, COMPLEX_H, RIDDERS_CON, RIDDERS_ROWS, STRADDLE_BUDGET
+from ..verdict import differences
+from ..verdict.differences import best_central, central_candidates
+from ..verdict.differences import ridders  # noqa: F401 - its home before the verdict layer
 
 #: Elements per vectorised evaluation when the variables are many (memory stays near 100 MB).
 BLOCK_ELEMENTS = 2_000_000
@@ -81,6 +82,11 @@ def _x_vector(graph: Graph, point: dict, dtype=np.float64) -> np.ndarray:
     return np.array([point[v] for v in graph.variables], dtype=dtype)
 
 
+def _rows(graph, x):
+    """Stencil rows at one point: deltas (M, n, 1) -> outputs (n_out, M, n, 1)."""
+    return lambda deltas: _stencil(graph, x, deltas[..., 0])[..., None]
+
+
 def _candidates(graph, x, stencil=None, noise_scale=None):
     """The candidates of :func:`gradcli.verdict.differences.central_candidates` at one point (P = 1):
     on the graph with rounding probes and the kink test (skipped for large graphs, where it would cost
@@ -91,13 +97,12 @@ def _candidates(graph, x, stencil=None, noise_scale=None):
         rows = lambda deltas, signs: stencil(x, deltas[..., 0])[..., None]
     else:
         rows = lambda deltas, signs: _stencil(graph, x, deltas[..., 0], jiggle=signs)[..., None]
-    straddle = None
-    if graph is not None and len(graph.variables) * len(graph.nodes) <= STRADDLE_BUDGET:
-        pts = {v: np.full(K, x[j]) for j, v in enumerate(graph.variables)}
+    pts = {v: np.full(K, x[j]) for j, v in enumerate(graph.variables)} if graph is not None else {}
 
-        def straddle(k, reach):
-            with np.errstate(all="ignore"):
-                return straddles(graph, pts, k, reach[:, 0], np, np.float64, K)[:, None]
+    def kinks(k, reach):
+        with np.errstate(all="ignore"):
+            return straddles(graph, pts, k, reach[:, 0], np, np.float64, K)[:, None]
+    straddle = kinks if graph is not None and len(graph.variables) * len(graph.nodes) <= STRADDLE_BUDGET else None
     D1, est, hs, scales = central_candidates(np, x[:, None], rows, eps, probe=stencil is None,
                                              straddle=straddle, noise_scale=noise_scale,
                                              bounded=stencil is not None)
@@ -141,27 +146,16 @@ def richardson(graph: Graph, point: dict) -> NumericResult:
     the tableau cancels one more power of h**2; the entry with the smallest change between
     neighbouring orders is the estimate and that change is its error estimate."""
     x = _x_vector(graph, point)
-    eps = np.finfo(np.float64).eps
     c = central(graph, point)
-    # start where central differences found f's length scale: h0 is a few thousand times their step
-    h0 = RIDDERS_H0 * c.steps / np.finfo(np.float64).eps ** (1 / 3)
-    hs = [representable(x, h0 / RIDDERS_CON ** k) for k in range(RIDDERS_ROWS)]
-    # every row of the tableau in one evaluation: rows +h_k, -h_k
-    deltas = np.stack([sign * hk for hk in hs for sign in (1.0, -1.0)])
-    Fv = _stencil(graph, x, deltas)
-    D = [(Fv[:, 2 * k] - Fv[:, 2 * k + 1]) / (2 * hs[k]) for k in range(RIDDERS_ROWS)]
-
     trace: dict = {}
-    best, err = ridders(lambda i: D[i], RIDDERS_ROWS, D[0].shape, trace=trace)
-    f0 = np.abs(_stencil(graph, x, np.zeros((1, x.size)))[:, 0, :1])
-    err = err + 8 * eps * (np.abs(best) + f0 / h0)  # the extrapolated value still carries f's rounding
-    # cross-check with plain central differences: a gap beyond central's own error bound means the
-    # tableau agreed by luck, and the estimate must say so
-    # (where central differences have no estimate of their own, their whole gap counts)
-    gap = np.abs(best - c.jacobian) - np.where(np.isfinite(c.error), ESTIMATE_GAP * c.error, 0.0)
-    err = np.where(np.isfinite(gap), np.maximum(err, gap), err)
-    err = np.where(np.isfinite(c.error), err, np.inf)  # no step of central's to start from: nothing to say
-    res = NumericResult(best, err, np.array(hs), detail={"h0": h0.tolist(), "ratio": RIDDERS_CON,
+    best, err, hs, h0 = differences.richardson(np, x[:, None], _rows(graph, x), c.jacobian[..., None],
+                                               c.error[..., None], c.steps[:, None],
+                                               np.finfo(np.float64).eps, trace=trace)
+    best, err, hs, h0 = best[..., 0], err[..., 0], hs[..., 0], h0[..., 0]
+    trace["tableau"] = [[col[..., 0] for col in row] for row in trace["tableau"]]
+    for key in ("chosen_row", "chosen_column", "stopped_row"):
+        trace[key] = trace[key][..., 0]
+    res = NumericResult(best, err, hs, detail={"h0": h0.tolist(), "ratio": RIDDERS_CON,
                                                          "rows": RIDDERS_ROWS, **trace})
     if not np.all(np.isfinite(best)):
         res.status = "unavailable"
@@ -188,19 +182,10 @@ def complex_step(graph: Graph, point: dict) -> NumericResult:
                              message=f"complex step cannot pass through {', '.join(blockers)} "
                                      "(not holomorphic)")
     x = _x_vector(graph, point)
-    # three steps: relative to |x| (right for log(x) at tiny x), absolute for |x| < 1 (keeps f'*h from
-    # underflowing), and 1e-10 times smaller (exposes structure finer than the step); any of them
-    # would do for a well-behaved f, so where they differ, the difference is the error estimate
-    h = np.where(x == 0, COMPLEX_H, np.maximum(COMPLEX_H * np.abs(x), 1e-300))
-    steps = (h, COMPLEX_H * np.maximum(np.abs(x), 1.0), np.maximum(h * 1e-10, 1e-300))
-    Fv = _stencil(graph, x, 1j * np.stack(steps))
-    J, *others = [np.imag(Fv[:, k]) / step for k, step in enumerate(steps)]
-    eps = np.finfo(np.float64).eps
-    spread = np.maximum.reduce([np.abs(J - Jk) for Jk in others])
-    # below |x| = 1e-280 the relative step would underflow and the floor of 1e-300 is no longer small
-    # against x (sqrt(x) at 1e-305): no step of this kind is valid there
-    J = np.where(((x == 0) | (COMPLEX_H * np.abs(x) >= 1e-300))[None, :], J, np.nan)
-    res = NumericResult(J, 4 * eps * np.abs(J) + spread, h, detail={"step": h.tolist()})
+    J, err, h = differences.complex_step(np, x[:, None], _rows(graph, x), COMPLEX_H, 1e-300,
+                                         np.finfo(np.float64).eps)
+    J, err, h = J[..., 0], err[..., 0], h[..., 0]
+    res = NumericResult(J, err, h, detail={"step": h.tolist()})
     if not np.all(np.isfinite(J)):
         res.status = "unavailable"
         res.message = "complex-step evaluation is not finite"

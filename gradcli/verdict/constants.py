@@ -48,8 +48,6 @@ VAGUE_SHARE = 0.5
 #: the extrapolation stops (Numerical Recipes' CON, NTAB, SAFE).
 RIDDERS_CON = 2.0
 RIDDERS_ROWS = 14
-#: In batch, fewer rows than at one point (8 instead of 14): steps from h0 to h0/128, for speed.
-BATCH_RIDDERS_ROWS = 8
 #: ``gradcli check`` refines from 4H down to 4H / 2**15: its H (2**-10) is fixed, not found by a search.
 CHECK_RIDDERS_ROWS = 16
 RIDDERS_SAFE = 2.0

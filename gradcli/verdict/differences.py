@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .constants import CENTRAL_CANDIDATES, RIDDERS_CON, RIDDERS_CREDIBLE, RIDDERS_SAFE
+from .constants import (CENTRAL_CANDIDATES, ESTIMATE_GAP, RIDDERS_CON, RIDDERS_CREDIBLE, RIDDERS_H0, RIDDERS_ROWS,
+                        RIDDERS_SAFE)
 
 OFFSETS = (1.0, -1.0, 2.0, -2.0, 4.0, -4.0)  # the stencil rows of one candidate: +-h, +-2h, +-4h
 
@@ -104,6 +105,46 @@ def best_central(xp, D1, est, hs):
     pick = lambda A: xp.take_along_axis(A, best[None], axis=0)[0]
     steps = xp.take_along_axis(hs, xp.argmin(est.max(axis=1), axis=0)[None], axis=0)[0]
     return pick(D1), pick(est), steps, best
+
+
+def richardson(xp, x, rows, central_J, central_err, central_steps, eps, trace=None):
+    """Ridders' extrapolation of central differences over steps h0, h0/2, h0/4, ..., h0 a few thousand
+    times central's chosen step (where they found f's length scale): each column of the tableau cancels
+    one more power of h**2. ``rows(deltas)`` as for :func:`central_candidates`; ``central_*`` their result.
+    -> (J, err, steps (rows, n, P), h0 (n, P))."""
+    h0 = RIDDERS_H0 * central_steps / eps ** (1 / 3)
+    hs = [representable(x, h0 / RIDDERS_CON ** k) for k in range(RIDDERS_ROWS)]
+    Fv = rows(xp.stack([sign * hk for hk in hs for sign in (1.0, -1.0)]))
+    D = [(Fv[:, 2 * k] - Fv[:, 2 * k + 1]) / (2 * hs[k]) for k in range(RIDDERS_ROWS)]
+    best, err = ridders(lambda i: D[i], RIDDERS_ROWS, D[0].shape, xp=xp, dtype=x.dtype, trace=trace)
+    f0 = xp.abs(rows(xp.zeros((1,) + x.shape, dtype=x.dtype))[:, 0, :1])
+    err = err + 8 * eps * (xp.abs(best) + f0 / h0)  # the extrapolated value still carries f's rounding
+    # cross-check with plain central differences: a gap beyond central's own error bound means the
+    # tableau agreed by luck, and the estimate must say so
+    # (where central differences have no estimate of their own, their whole gap counts)
+    gap = xp.abs(best - central_J) - xp.where(xp.isfinite(central_err), ESTIMATE_GAP * central_err, 0.0)
+    err = xp.where(xp.isfinite(gap), xp.maximum(err, gap), err)
+    err = xp.where(xp.isfinite(central_err), err, xp.inf)  # no step of central's to start from: nothing to say
+    return best, err, xp.stack(hs), h0
+
+
+def complex_step(xp, x, rows, rel, tiny, eps):
+    """f'(x) = Im f(x + ih) / h: no subtraction, so no cancellation, exact to rounding for any small h;
+    valid only where every primitive on the path is holomorphic (the caller checks). ``rows(deltas)``
+    takes complex deltas; ``rel`` is the step relative to |x| and ``tiny`` the smallest step.
+    -> (J, err, h): J is nan where no step of this kind is valid."""
+    # three steps: relative to |x| (right for log(x) at tiny x), absolute for |x| < 1 (keeps f'*h from
+    # underflowing), and 1e-10 times smaller (exposes structure finer than the step); any of them
+    # would do for a well-behaved f, so where they differ, the difference is the error estimate
+    h = xp.where(x == 0, rel, xp.maximum(rel * xp.abs(x), tiny))
+    steps = (h, rel * xp.maximum(xp.abs(x), 1.0), xp.maximum(h * 1e-10, tiny))
+    Fv = rows(1j * xp.stack(steps))
+    J, *others = [xp.imag(Fv[:, k]) / step for k, step in enumerate(steps)]
+    spread = xp.maximum(xp.abs(J - others[0]), xp.abs(J - others[1]))
+    # below |x| = 1e-280 the relative step would underflow and the floor of 1e-300 is no longer small
+    # against x (sqrt(x) at 1e-305): no step of this kind is valid there
+    J = xp.where(((x == 0) | (rel * xp.abs(x) >= tiny))[None], J, xp.nan)
+    return J, 4 * eps * xp.abs(J) + spread, h
 
 
 def ridders(row, n_rows: int, shape, xp=np, dtype=np.float64, done=None, trace: dict | None = None):
