@@ -166,8 +166,7 @@ def _perturbed(graph, inputs, k, deltas, xp, dtype, N, jiggle=None):
 
 
 def central(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
-    """Central differences with error estimates -> (J, estimate, scale (nvars, N) of the chosen step,
-    the gap between step scales already in the estimate (0)).
+    """Central differences with error estimates -> (J, estimate, the chosen steps (nvars, N)).
 
     The one step selection of :func:`gradcli.verdict.differences.central_candidates`, as at one point:
     every candidate scale from 1e-6*min(|x|, 1) to max(|x|, 1), steps h, 2h, 4h each, rounding probes and
@@ -178,7 +177,7 @@ def central(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
     m, nv = len(graph.outputs), len(graph.variables)
     if not nv:  # a constant expression: nothing to perturb
         zero = xp.zeros((m, 0, N), dtype=dtype)
-        return zero, zero, xp.ones((0, N), dtype=dtype), zero
+        return zero, zero, xp.ones((0, N), dtype=dtype)
     eps = np.finfo(dtype).eps
     # graph.evaluate's rounding signs are in float64 ulps: scaled to one ulp of dtype, kept in dtype
     ulp = float(eps / np.finfo(np.float64).eps)
@@ -196,7 +195,7 @@ def central(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
     D1, est, hs, _ = central_candidates(xp, x, rows, eps, probe=True, straddle=straddle)
     J, err, steps, _ = best_central(xp, D1, est, hs)
     J = xp.where(xp.isfinite(err), J, xp.nan)
-    return J, err, steps / eps ** (1 / 3), xp.zeros_like(J)
+    return J, err, steps
 
 
 def _rows(graph: Graph, inputs: dict, xp, dtype, N: int, jiggle=None):
@@ -220,9 +219,9 @@ def richardson(graph: Graph, inputs: dict, xp, dtype, central_result, n: int | N
     if not nv:
         return xp.zeros((m, 0, N), dtype=dtype), xp.zeros((m, 0, N), dtype=dtype)
     eps = np.finfo(dtype).eps
-    Jc, Ec, scales, _ = central_result
+    Jc, Ec, steps = central_result
     J, err, _, _ = differences.richardson(xp, _points(graph, inputs, xp, dtype, N), _rows(graph, inputs, xp, dtype, N),
-                                          Jc, Ec, scales * eps ** (1 / 3), eps)
+                                          Jc, Ec, steps, eps)
     return J, err
 
 
