@@ -7,7 +7,7 @@ central differences, Richardson and complex step, and the elementwise diagnosis 
 and kinks. Nothing is kept per point across chunks except the relative errors for an exact median
 (only while points x methods fits :data:`EXACT_MEDIAN_LIMIT`; beyond it a fixed log10 histogram).
 
-Tolerance per entry (as at one point, :mod:`gradcli.compare`), with the reference evaluated in
+Tolerance per entry (as at one point, :mod:`gradcli.verdict.tolerance`), with the reference evaluated in
 float64 (whatever the batch dtype) rather than to 35 digits:
 ``|got - ref| <= rtol * max(|ref|, scale) + atol + 10 * spread [+ 10 * estimate + floor]``.
 In float32 the default rtols keep the same share of the digits: rtol32 = eps32 ** (log rtol64 / log eps64).
@@ -23,15 +23,15 @@ from ..compare import parse_methods
 from ..graph import Graph
 from ..methods import numeric, symbolic
 from ..report import METHOD_ORDER
+from ..verdict import tolerance as vt
+from ..verdict.constants import NUMERICAL, TOLERANCES
+from ..verdict.status import batch_verdict
+from ..verdict.tolerance import batch_floor_share
 from . import methods as bm
 from .backend import execute
 from .compile import compile_graph
 from .report import BatchMethod, BatchReport
 from .sym_graph import Unsupported, to_graph
-from ..verdict import tolerance as vt
-from ..verdict.tolerance import batch_floor_share
-from ..verdict.constants import NUMERICAL, TOLERANCES
-from ..verdict.status import batch_verdict
 
 DEFAULT_CHUNK = 65536
 WORST = 5
