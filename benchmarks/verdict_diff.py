@@ -109,6 +109,11 @@ def corpus() -> dict:
         coords = lambda: rng.choice([rng.uniform(-2.5, 2.5), rng.uniform(-2.5, 2.5), rng.choice(HARD_X)])
         cases.append((text, {v: coords() for v in graph.variables}))
     batch = [(text, {v: (-1.0, 1.0) for v in sorted(pt)}, 7) for text, pt in cases[::7] if pt]
+    domains = [(-1.0, 1.0), (0.1, 2.0), (-3.0, 3.0), (1e-3, 1e-2), (10.0, 100.0)]
+    for i, (text, pt) in enumerate(cases[len(FIXED) + 75::3]):
+        if pt:
+            lo_hi = domains[i % len(domains)]
+            batch.append((text, {v: lo_hi for v in sorted(pt)}, i))
     batch += [("tanh(3*w - z/w/216)", {"w": (0.0, 1.0), "z": (0.0, 1.0)}, 64),
               ("atan2(softplus(-2/t - 250), t)", {"t": (1e-3, 1e-2)}, 76),
               ("exp(-(x**2 + y**2)/2) * cos(3*x*y)", {"x": (-1.0, 1.0), "y": (-1.0, 1.0)}, 0),

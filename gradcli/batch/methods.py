@@ -4,8 +4,9 @@ Every function takes ``inputs`` (name -> 1-D array of the chunk, in the batch dt
 shaped ``(outputs, variables, points)`` for Jacobians and ``(outputs, points)`` for values, so memory
 is a small multiple of the chunk: never of the whole batch.
 
-The numerical methods only evaluate the graph (as in :mod:`gradcli.methods.numeric`), with every
-perturbed copy of a variable stacked on a leading axis so one evaluation serves a whole stencil.
+The numerical methods are :mod:`gradcli.verdict.differences`, the same as at one point: they only
+evaluate the graph, with every perturbed copy of a variable stacked on a leading axis so one evaluation
+serves a whole stencil.
 """
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from ..diagnose import output_masks, straddles, variable_masks
 from ..graph import Graph, evaluate
 from ..methods.forward import Dual, DualOps, sweep
 from ..primitives import PRIMITIVES, NumericOps
-from ..verdict.constants import CENTRAL_CANDIDATES, COMPLEX_STEP, STRADDLE_BUDGET
 from ..verdict import differences
+from ..verdict.constants import CENTRAL_CANDIDATES, COMPLEX_STEP, STRADDLE_BUDGET
 from ..verdict.differences import best_central, central_candidates
 
 
