@@ -183,18 +183,24 @@ def central(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
     # graph.evaluate's rounding signs are in float64 ulps: scaled to one ulp of dtype, kept in dtype
     ulp = float(eps / np.finfo(np.float64).eps)
     x = _points(graph, inputs, xp, dtype, N)
+    K = CENTRAL_CANDIDATES
+    check_kinks = nv * len(graph.nodes) <= STRADDLE_BUDGET
+    tiled = {v: xp.broadcast_to(xp.asarray(inputs[v])[None], (K, N)).ravel() for v in graph.variables} \
+        if check_kinks else {}
+    parts = []
+    # one variable at a time (every step is per variable and elementwise): memory stays K * 6 rows of the
+    # chunk, not K * 6 * nvars
+    for k in range(nv):
+        def rows(deltas, signs, k=k):
+            jig = None if signs is None else (lambda i: (ulp * signs(i))[:, None])
+            return _perturbed(graph, inputs, k, deltas[:, 0], xp, dtype, N, jiggle=jig)[:, :, None]
 
-    def rows(deltas, signs):
-        jig = None if signs is None else (lambda i: (ulp * signs(i))[:, None])
-        return _rows(graph, inputs, xp, dtype, N, jiggle=jig)(deltas)
-
-    straddle = None
-    if nv * len(graph.nodes) <= STRADDLE_BUDGET:
-        K = CENTRAL_CANDIDATES
-        tiled = {v: xp.broadcast_to(xp.asarray(inputs[v])[None], (K, N)).ravel() for v in graph.variables}
-        straddle = lambda k, reach: straddles(graph, tiled, k, reach.ravel(), xp, dtype, K * N).reshape(K, N)
-    D1, est, hs, _ = central_candidates(xp, x, rows, eps, probe=True, straddle=straddle)
-    J, err, steps, _ = best_central(xp, D1, est, hs)
+        def straddle(_, reach, k=k):
+            return straddles(graph, tiled, k, reach.ravel(), xp, dtype, K * N).reshape(K, N)
+        D1, est, hs, _ = central_candidates(xp, x[k:k + 1], rows, eps, probe=True,
+                                            straddle=straddle if check_kinks else None)
+        parts.append(best_central(xp, D1, est, hs)[:3])
+    J, err, steps = (xp.concatenate([p[i] for p in parts], axis=1 if i < 2 else 0) for i in range(3))
     J = xp.where(xp.isfinite(err), J, xp.nan)
     return J, err, steps
 
@@ -221,9 +227,13 @@ def richardson(graph: Graph, inputs: dict, xp, dtype, central_result, n: int | N
         return xp.zeros((m, 0, N), dtype=dtype), xp.zeros((m, 0, N), dtype=dtype)
     eps = np.finfo(dtype).eps
     Jc, Ec, steps = central_result
-    J, err, _, _ = differences.richardson(xp, _points(graph, inputs, xp, dtype, N), _rows(graph, inputs, xp, dtype, N),
-                                          Jc, Ec, steps, eps)
-    return J, err
+    x = _points(graph, inputs, xp, dtype, N)
+    parts = []
+    for k in range(nv):  # one variable at a time, as central differences
+        rows = lambda deltas, k=k: _perturbed(graph, inputs, k, deltas[:, 0], xp, dtype, N)[:, :, None]
+        parts.append(differences.richardson(xp, x[k:k + 1], rows, Jc[:, k:k + 1], Ec[:, k:k + 1],
+                                            steps[k:k + 1], eps)[:2])
+    return xp.concatenate([p[0] for p in parts], axis=1), xp.concatenate([p[1] for p in parts], axis=1)
 
 
 def complex_step(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
