@@ -1,17 +1,8 @@
 """Run the methods at a point, measure each against the reference, and reach a verdict.
 
-Tolerances. An entry passes when
-``|got - ref| <= rtol * max(|ref|, scale) + atol + 10 * spread + 10 * estimate``:
-
-* ``scale`` is the derivative's magnitude without cancellation, sum over paths of |products of local
-  partials|. A derivative that cancels to nearly zero (d/dx of ``x - sin(x)`` near 0) can only be
-  computed in float64 to about eps * scale, so that, not |ref|, is what rounding is relative to;
-* ``spread`` is how far float64 rounding moves forward mode's Jacobian when every rounding is made
-  one ulp worse at random (:func:`gradcli.methods.forward.rounding_spread`): it covers what ``scale``
-  cannot, such as ill-conditioned steps and inexact constants (sin(pi) is 1.2e-16 in float64, 0 in
-  the exact reference);
-* ``estimate`` is a numerical method's own error estimate (step 2h for central, Ridders' tableau for
-  Richardson), so a method is never blamed for the error it announced.
+The tolerance and the verdict are the verdict layer's (:mod:`gradcli.verdict.tolerance`,
+:mod:`gradcli.verdict.status`), shared with ``hessian`` and the batch; what is particular to one point is
+here: the 35-digit errors, the fallback reference and the per-entry messages.
 """
 from __future__ import annotations
 
@@ -24,21 +15,10 @@ from .diagnose import diagnose
 from .graph import Graph
 from .methods import forward, numeric, reverse, symbolic
 from .report import METHOD_ORDER, Diagnostic, Directional, GradReport, MethodResult, relative_error
+from .verdict import tolerance as vt
+from .verdict.constants import FLOOR_SHARE, NUMERICAL, TOLERANCES
+from .verdict.status import verdict
 
-#: Default (rtol, atol) per method. AD and complex step are exact up to rounding; the differences
-#: are as good as their step allows, and their own error estimate is added on top.
-TOLERANCES = {
-    "symbolic": (0.0, 0.0),
-    "forward": (1e-10, 0.0),
-    "reverse": (1e-10, 0.0),
-    "complex_step": (1e-10, 0.0),
-    "central": (1e-6, 0.0),
-    "richardson": (1e-8, 0.0),
-}
-ESTIMATE_SAFETY = 10.0
-ROUNDING_SAFETY = 10.0
-#: Below this, float64 has no relative precision left (subnormal numbers): no method can do better.
-SUBNORMAL = 16 * np.finfo(np.float64).tiny
 
 
 def parse_methods(names, order=METHOD_ORDER) -> list[str]:
@@ -154,7 +134,7 @@ def _compare(graph, point, expression, methods, rtol, atol, timeout, warnings) -
                                            seconds=sym_seconds)
     values = _values(graph, point, bad_value)
     xs = np.array([max(abs(point[v]), 1.0) for v in graph.variables])
-    floor = 1e-8 * (1 + np.abs(np.nan_to_num(np.array(values, dtype=float))))[:, None] / xs[None, :]
+    floor = vt.floor(FLOOR_SHARE, np.nan_to_num(np.array(values, dtype=float)), xs)
     judge_all(results, reference, ref, ref_exact, bad_deriv, scale, spread, rtol, atol, floor, TOLERANCES,
               NUMERICAL, label=lambda i, k: f"d/d{graph.variables[k]}")
 
@@ -168,19 +148,12 @@ def _compare(graph, point, expression, methods, rtol, atol, timeout, warnings) -
     return report
 
 
-NUMERICAL = ("central", "richardson", "complex_step")
-#: An entry that one extra ulp of rounding per operation moves by more than this fraction cannot be
-#: computed in float64 at all (tan of 59**59, whose argument is only known to 1e88).
-ILL_CONDITIONED = 1e-3
-
-
 def ill_conditioned(ref, scale, spread, diags, bad_deriv, label) -> None:
     """Mark the entries that float64 cannot resolve as undefined, rather than blame any method.
     ``label(i, k)`` names entry (i, k) in the message ("df/dx")."""
     if ref is None:
         return
-    size = np.maximum(np.abs(ref), 1e-6 * scale)  # cancellation within 6 digits is ordinary
-    ill = np.isfinite(ref) & ~bad_deriv & (np.nan_to_num(spread) > ILL_CONDITIONED * size)
+    ill = vt.ill_conditioned(np, ref, scale, spread) & ~bad_deriv
     for i, k in zip(*np.nonzero(ill)):
         diags.append(Diagnostic("undefined", "float64", (
             f"{label(i, k)} cannot be computed in float64 here: one more ulp of rounding per "
@@ -223,40 +196,28 @@ def judge(m: MethodResult, ref, ref_exact, bad_deriv, scale, spread, rtol, atol,
     estimate is as large as the result; ``label(i, k)`` names entry (i, k) in the message."""
     J = m.jacobian
     m.abs_error, m.rel_error = _errors(J, ref_exact, ref)
-    r_def, a_def = defaults
-    if rtol is None and atol is None:
-        tol = (r_def * np.maximum(np.abs(ref), scale) + max(a_def, SUBNORMAL)
-               + ROUNDING_SAFETY * np.nan_to_num(spread))
-        if m.error_estimate is not None:
-            tol = tol + ESTIMATE_SAFETY * np.nan_to_num(m.error_estimate, nan=np.inf, posinf=np.inf)
-        if numerical:
-            tol = tol + floor  # steps see f to about 1e-8 of its size: a derivative near 0 is only known that well
-    else:  # the user's own tolerance, exactly as given (numpy.isclose's convention)
-        tol = (r_def if rtol is None else rtol) * np.abs(ref) + (0.0 if atol is None else atol)
+    default_tol = rtol is None and atol is None
+    tol = vt.tolerance(np, ref, scale, spread, m.error_estimate, floor, defaults, rtol, atol, numerical)
     m.tolerance = tol
     live = np.isfinite(ref) & ~bad_deriv
+    j = vt.judge_entries(np, J, m.abs_error, ref, live, tol, m.error_estimate, floor, numerical, default_tol)
     if numerical:
-        if not np.isfinite(J[live]).all():
+        if j.nonfinite.any():
             m.status, m.message = "unavailable", "no finite estimate at this point (the steps overflow or " \
                                                  "leave the domain)"
             return
-        est = m.error_estimate
-        size = np.maximum(np.abs(J), np.abs(ref))
-        if est is not None and np.any((est > 0.5 * size) & (est > floor) & live):
+        if j.vague.any():
             m.status = "unavailable"
             m.message = "its own error estimate is as large as the derivative: no digits to compare"
             return
         # an entry within its tolerance only because the floor or its estimate is that wide, while it
         # misses a nonzero derivative by half or more, has no digits either (d/dy of exp(x) + y at
         # x = 40: y's steps change f by far less than f's rounding)
-        if rtol is None and atol is None:
-            err = np.nan_to_num(m.abs_error, nan=np.inf)
-            unseen = live & (err <= tol) & (err > 0.5 * np.abs(ref)) & (ref != 0)
-            if np.any(unseen):
-                m.status = "unavailable"
-                m.message = "the derivative is below what its steps can resolve next to f's size"
-                return
-    ok = ~live | (m.abs_error <= tol)
+        if j.unseen.any():
+            m.status = "unavailable"
+            m.message = "the derivative is below what its steps can resolve next to f's size"
+            return
+    ok = ~j.exceeds
     if m.name != "symbolic" and not ok.all():
         m.status = "mismatch"
         badness = np.where(ok, -1.0, np.nan_to_num(m.abs_error / np.where(tol > 0, tol, 1), nan=np.inf))
@@ -289,32 +250,3 @@ def _values(graph, point, bad_value):
     with np.errstate(all="ignore"):
         vals = forward.jacobian(graph, point)[0]
     return [None if bad or not np.isfinite(v) else float(v) for v, bad in zip(vals, bad_value)]
-
-
-def verdict(report, sym_status: str, sym_message: str, bad_deriv, have_reference: bool) -> None:
-    """The overall status and message of a GradReport or HessianReport from its methods and diagnostics."""
-    mismatched = [n for n, m in report.methods.items() if m.status == "mismatch"]
-    kinds = {d.kind for d in report.diagnostics}
-    if mismatched:
-        report.status = "disagree"
-        report.message = f"{', '.join(mismatched)} disagree{'s' if len(mismatched) == 1 else ''} with the " \
-                         f"{report.reference} reference"
-    elif "undefined" in kinds or (sym_status == "undefined" and not bad_deriv.any()):
-        report.status = "undefined"
-        report.message = next((d.message for d in report.diagnostics if d.kind == "undefined"), sym_message)
-    elif kinds:
-        report.status = "nondifferentiable"
-        report.message = next(d.message for d in report.diagnostics if d.kind == "nondifferentiable")
-    elif not have_reference:
-        report.status = "undefined"
-        report.message = "no reference could be computed"
-    else:
-        report.status = "agree"
-        n = sum(1 for m in report.methods.values() if m.status == "ok")
-        report.message = f"{n} method{'s' if n != 1 else ''} agree with the {report.reference} reference"
-    if bad_deriv.any():
-        for m in report.methods.values():
-            if m.error_estimate is not None:
-                m.error_estimate = np.where(bad_deriv, np.nan, m.error_estimate)
-            if bad_deriv.all() and m.jacobian is not None and m.status in ("ok", "unavailable"):
-                m.status, m.message = "undefined", ""

@@ -1,6 +1,6 @@
 """The Hessian at a point: every route, errors against the reference, symmetry, eigenvalues, verdict.
 
-Tolerances are ``grad``'s (:func:`gradcli.compare.judge`): an entry passes when
+Tolerances are ``grad``'s (:mod:`gradcli.verdict.tolerance`): an entry passes when
 ``|got - ref| <= rtol * max(|ref|, scale) + 10 * spread [+ floor + 10 * estimate]``, where ``scale`` is
 the Hessian computed without cancellation (absolute values of every first and second partial), ``spread`` is how far
 one extra ulp of rounding per operation moves the Hessian (nested dual numbers, Monte Carlo
@@ -13,23 +13,17 @@ import time
 
 import numpy as np
 
-from .compare import ill_conditioned, judge_all, parse_methods, verdict
+from .compare import ill_conditioned, judge_all, parse_methods
 from .diagnose import diagnose_hessian
 from .errors import BadInput
 from .graph import Graph
 from .methods import hessian as hm
 from .methods import reverse, symbolic
 from .report import HESSIAN_ORDER, Directional, HessianReport, MethodResult, relative_error
+from .verdict import tolerance as vt
+from .verdict.constants import FLOOR_SHARE, HESSIAN_NUMERICAL, HESSIAN_TOLERANCES
+from .verdict.status import verdict
 
-#: Default (rtol, atol) per method: second-order AD is exact up to rounding (which ``spread`` covers);
-#: differences of the gradient are as good as their step, plus their own error estimate.
-TOLERANCES = {
-    "symbolic": (0.0, 0.0),
-    "forward_over_reverse": (1e-10, 0.0),
-    "reverse_over_forward": (1e-10, 0.0),
-    "central_of_reverse": (1e-6, 0.0),
-}
-NUMERICAL = ("central_of_reverse",)
 #: An eigenvalue within this fraction of the largest |eigenvalue| counts as zero (degenerate).
 DEFINITENESS_RTOL = 1e-8
 _RUN = {"forward_over_reverse": hm.forward_over_reverse, "reverse_over_forward": hm.reverse_over_forward,
@@ -148,9 +142,9 @@ def _compare(graph, point, expression, selected, rtol, atol, timeout, warnings) 
     value = _value(graph, point, bad_value)
     xs = np.array([max(abs(point[v]), 1.0) for v in graph.variables])
     g = np.abs(np.nan_to_num(ref_grad)) if ref_grad is not None else np.zeros(n)
-    floor = 1e-8 * (1 + g)[:, None] / xs[None, :]  # the differences see the gradient to ~1e-8 of its size
-    judge_all(results, reference, ref, ref_exact, bad, scale, spread, rtol, atol, floor, TOLERANCES, NUMERICAL,
-              label=label)
+    floor = vt.floor(FLOOR_SHARE, g, xs)  # the differences see the gradient to ~1e-8 of its size
+    judge_all(results, reference, ref, ref_exact, bad, scale, spread, rtol, atol, floor, HESSIAN_TOLERANCES,
+              HESSIAN_NUMERICAL, label=label)
 
     ordered = {k: results[k] for k in HESSIAN_ORDER if k in results}
     report = HessianReport(expression, list(graph.variables), point, value,

@@ -7,7 +7,7 @@ central differences, Richardson and complex step, and the elementwise diagnosis 
 and kinks. Nothing is kept per point across chunks except the relative errors for an exact median
 (only while points x methods fits :data:`EXACT_MEDIAN_LIMIT`; beyond it a fixed log10 histogram).
 
-Tolerance per entry (as at one point, :mod:`gradcli.compare`), with the reference evaluated in
+Tolerance per entry (as at one point, :mod:`gradcli.verdict.tolerance`), with the reference evaluated in
 float64 (whatever the batch dtype) rather than to 35 digits:
 ``|got - ref| <= rtol * max(|ref|, scale) + atol + 10 * spread [+ 10 * estimate + floor]``.
 In float32 the default rtols keep the same share of the digits: rtol32 = eps32 ** (log rtol64 / log eps64).
@@ -19,10 +19,14 @@ import time
 
 import numpy as np
 
-from ..compare import ESTIMATE_SAFETY, ILL_CONDITIONED, ROUNDING_SAFETY, TOLERANCES, parse_methods
+from ..compare import parse_methods
 from ..graph import Graph
 from ..methods import numeric, symbolic
 from ..report import METHOD_ORDER
+from ..verdict import tolerance as vt
+from ..verdict.constants import NUMERICAL, TOLERANCES
+from ..verdict.status import batch_verdict
+from ..verdict.tolerance import batch_floor_share
 from . import methods as bm
 from .backend import choose_engine, execute
 from .compile import compile_graph
@@ -36,7 +40,6 @@ EXACT_MEDIAN_LIMIT = 10_000_000
 #: The histogram behind approximate medians: log10(rel error) from -30 to 10 in bins of 1/40 decade
 #: (a median good to about 3%), plus a bin for exact zeros (and anything below 1e-30).
 HIST_LO, HIST_HI, HIST_PER_DECADE = -30.0, 10.0, 40
-NUMERICAL = ("central", "richardson", "complex_step")
 
 
 def default_tolerance(name: str, dtype) -> tuple[float, float]:
@@ -130,23 +133,15 @@ def _entry_name(graph: Graph, j: int, k: int) -> str:
 def _judge(xp, name, J, est, ref, undefined, scale, spread, floor, dtype, rtol, atol):
     """Per entry: mismatch and unavailable masks, abs error, tolerance -> per-point summaries."""
     abs_err = xp.abs(J - ref)
-    r_def, a_def = default_tolerance(name, dtype)
-    if rtol is None and atol is None:
-        tol = (r_def * xp.maximum(xp.abs(ref), scale) + max(a_def, 16 * float(np.finfo(dtype).tiny))
-               + ROUNDING_SAFETY * xp.nan_to_num(spread))
-        if est is not None:
-            tol = tol + ESTIMATE_SAFETY * xp.where(xp.isnan(est), xp.inf, est)
-        if name in NUMERICAL:
-            tol = tol + floor
-    else:
-        tol = (r_def if rtol is None else rtol) * xp.abs(ref) + (0.0 if atol is None else atol)
+    numerical = name in NUMERICAL
+    tol = vt.tolerance(xp, ref, scale, spread, est, floor, default_tolerance(name, dtype), rtol, atol,
+                       numerical, tiny=vt.rounding_tiny(dtype))
     live = ~undefined
-    unavailable = xp.zeros_like(live)
-    if name in NUMERICAL:
-        size = xp.maximum(xp.abs(J), xp.abs(ref))
-        unavailable = live & (~xp.isfinite(J) | ((est > 0.5 * size) & (est > floor)))
+    j = vt.judge_entries(xp, J, abs_err, ref, live, tol, est, floor, numerical, default_tol=False)
+    # per point, unlike one point's all-or-nothing: an entry without digits is unavailable, the rest judged
+    unavailable = j.nonfinite | j.vague if numerical else xp.zeros_like(live)
     judged = live & ~unavailable
-    mismatch = judged & ~(abs_err <= tol)
+    mismatch = judged & j.exceeds
     # as at one point: relative to |ref|, the absolute error where the reference is 0
     den = xp.abs(ref)
     rel = xp.where(den > 0, abs_err / xp.where(den > 0, den, 1), abs_err)
@@ -274,7 +269,7 @@ def run_batch(graph: Graph, source, *, expression: str = "", methods=None, rtol=
                 # where the formula is lost to its rounding, or gives 0 because a term of it overflowed
                 # or underflowed (x/sqrt(x**2 + y**2) at 1e200) while forward and reverse agree on a number
                 # clearly away from 0, those two are the reference
-                shaky = xp.nan_to_num(ref_spread) > ILL_CONDITIONED * xp.maximum(xp.abs(ref), 1e-6 * scale)
+                shaky = vt.ill_conditioned(xp, ref, scale, ref_spread)
                 lost = (ref == 0) & (xp.abs(consensus) > 1e3 * (spread + float(np.finfo(dtype).eps) * scale))
                 fill = (~xp.isfinite(ref) | shaky | lost) & ~bad_deriv & xp.isfinite(consensus)
                 spread = xp.where(fill, spread, xp.fmax(spread, xp.nan_to_num(ref_spread)))
@@ -282,8 +277,7 @@ def run_batch(graph: Graph, source, *, expression: str = "", methods=None, rtol=
                 ref = xp.where(fill, consensus, ref)
             else:
                 ref = xp.where(xp.isfinite(consensus), consensus, results["richardson"][0])
-            size = xp.maximum(xp.abs(ref), 1e-6 * scale)
-            ill = xp.isfinite(ref) & (xp.nan_to_num(spread) > ILL_CONDITIONED * size)
+            ill = vt.ill_conditioned(xp, ref, scale, spread)
             ill_points = (ill & ~bad_deriv).reshape(m * nv, n).any(axis=0) if m * nv else xp.zeros(n, dtype=bool)
             count = int(ill_points.sum())
             if count:
@@ -300,7 +294,7 @@ def run_batch(graph: Graph, source, *, expression: str = "", methods=None, rtol=
                 undefined_points += int(undefined.reshape(m * nv, n).any(axis=0).sum())
             xs = xp.stack([xp.maximum(xp.abs(inputs[v]), 1) for v in graph.variables]) if nv \
                 else xp.ones((0, n), dtype=dtype)
-            floor = float(np.sqrt(np.finfo(dtype).eps)) * (1 + xp.abs(xp.nan_to_num(values)))[:, None, :] / xs[None]
+            floor = vt.floor(batch_floor_share(dtype), xp.nan_to_num(values), xs)
 
             for name in judged:
                 J, est = results[name]
@@ -361,7 +355,7 @@ def run_batch(graph: Graph, source, *, expression: str = "", methods=None, rtol=
                          symbolic=sym.text if sym.status == "ok" else None, notes=notes,
                          warnings=list(warnings), out=getattr(out, "path", None),
                          reference_fallback=fallback_points)
-    _verdict(report)
+    batch_verdict(report)
     return report
 
 
@@ -382,24 +376,3 @@ def _top(badness, mask, k: int) -> np.ndarray:
         idx = idx[badness[idx] >= kth]  # keep ties so the choice does not depend on the chunking
     order = np.lexsort((idx, -badness[idx]))
     return idx[order][:k]
-
-
-def _verdict(report: BatchReport) -> None:
-    judged = [m for m in report.methods.values() if not m.reference]
-    bad = [m.name for m in judged if m.mismatched]
-    compared = sum(m.compared for m in judged)
-    undefined = f"; {report.undefined} of {report.points} points undefined or not differentiable" \
-        if report.undefined else ""
-    if bad:
-        report.status = "disagree"
-        total = max(m.mismatched for m in judged)
-        report.message = (f"{', '.join(bad)} disagree{'s' if len(bad) == 1 else ''} with the {report.reference} "
-                          f"reference at up to {total} of {report.points} points{undefined}")
-    elif compared == 0 and report.points > 0 and report.undefined:
-        report.status = "undefined"
-        report.message = f"the gradient is undefined or not differentiable at every point{undefined}"
-    else:
-        report.status = "agree"
-        ok = [m.name for m in judged if m.status == "ok"]
-        report.message = (f"{len(ok)} method{'s' if len(ok) != 1 else ''} agree with the {report.reference} "
-                          f"reference at every point where the gradient is defined{undefined}")

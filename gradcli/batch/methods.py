@@ -4,8 +4,9 @@ Every function takes ``inputs`` (name -> 1-D array of the chunk, in the batch dt
 shaped ``(outputs, variables, points)`` for Jacobians and ``(outputs, points)`` for values, so memory
 is a small multiple of the chunk: never of the whole batch.
 
-The numerical methods only evaluate the graph (as in :mod:`gradcli.methods.numeric`), with every
-perturbed copy of a variable stacked on a leading axis so one evaluation serves a whole stencil.
+The numerical methods are :mod:`gradcli.verdict.differences`, the same as at one point: they only
+evaluate the graph, with every perturbed copy of a variable stacked on a leading axis so one evaluation
+serves a whole stencil.
 """
 from __future__ import annotations
 
@@ -14,15 +15,9 @@ import numpy as np
 from ..diagnose import diagnose_batch as diagnose, straddles  # noqa: F401 - diagnose: batch/compare's name
 from ..graph import Graph, evaluate
 from ..methods.forward import Dual, DualOps, sweep
-from ..methods import numeric
-from ..methods.numeric import ESTIMATE_GAP, RIDDERS_CON, RIDDERS_H0
-
-#: Ridders' tableau in batch: fewer rows than at one point (8 instead of 14): steps from h0 to h0/128.
-BATCH_RIDDERS_ROWS = 8
-
-
-def eps_of(dtype) -> float:
-    return float(np.finfo(dtype).eps)
+from ..verdict import differences
+from ..verdict.constants import CENTRAL_CANDIDATES, COMPLEX_STEP, STRADDLE_BUDGET
+from ..verdict.differences import best_central, central_candidates
 
 
 def _n_points(inputs: dict, n: int | None) -> int:
@@ -90,132 +85,86 @@ def _perturbed(graph, inputs, k, deltas, xp, dtype, N, jiggle=None):
 
 
 def central(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
-    """Central differences with error estimates -> (J, estimate, scale (nvars, N) of the chosen step,
-    the gap between the two step scales (part of the estimate)).
+    """Central differences with error estimates -> (J, estimate, the chosen steps (nvars, N)).
 
-    Two step scales per variable and point, s = max(|x|, 1) and s = |x| (for points close to 0, where
-    a domain edge or a kink may be near), each with steps h, 2h, 4h (h = eps**(1/3) * s); the estimate
-    is the truncation error seen between h and 2h (trusted only where 2h to 4h shows the h**2 law)
-    plus a round-off bound, and the scale with the smaller estimate wins.
+    The one step selection of :func:`gradcli.verdict.differences.central_candidates`, as at one point:
+    every candidate scale from 1e-6*min(|x|, 1) to max(|x|, 1), steps h, 2h, 4h each, rounding probes and
+    the kink test, the candidate with the smallest estimate per entry; so a point of a batch gets the
+    estimate ``grad --at`` gives there.
     """
     N = _n_points(inputs, n)
     m, nv = len(graph.outputs), len(graph.variables)
-    eps = eps_of(dtype)
-    J = xp.zeros((m, nv, N), dtype=dtype)
-    est = xp.zeros((m, nv, N), dtype=dtype)
-    gaps = xp.zeros((m, nv, N), dtype=dtype)
-    scales = xp.ones((nv, N), dtype=dtype)
-    offsets = xp.asarray([1.0, -1.0, 2.0, -2.0, 4.0, -4.0], dtype=dtype)
-    # graph.evaluate's jiggle is in float64 ulps: scaled to one ulp of dtype, kept in dtype
-    side = xp.asarray([[1.0], [-1.0]], dtype=dtype)
+    if not nv:  # a constant expression: nothing to perturb
+        zero = xp.zeros((m, 0, N), dtype=dtype)
+        return zero, zero, xp.ones((0, N), dtype=dtype)
+    eps = np.finfo(dtype).eps
+    # graph.evaluate's rounding signs are in float64 ulps: scaled to one ulp of dtype, kept in dtype
     ulp = float(eps / np.finfo(np.float64).eps)
-    for k, name in enumerate(graph.variables):
-        x = inputs[name]
-        ax = xp.abs(x)
-        cand = (xp.maximum(ax, 1), xp.where((ax > 0) & (ax < 1), ax, 1))
-        Ds, Es = [], []
-        for s in cand:
-            # the step the arithmetic really takes; at least two ulps of x, or x +- h would be x
-            h = (x + xp.maximum(dtype(eps ** (1 / 3)) * s, 2 * eps * ax)) - x
-            F = _perturbed(graph, inputs, k, offsets[:, None] * h[None, :], xp, dtype, N)
-            D1 = (F[:, 0] - F[:, 1]) / (2 * h)
-            D2 = (F[:, 2] - F[:, 3]) / (4 * h)
-            D4 = (F[:, 4] - F[:, 5]) / (8 * h)
-            noise = 4 * eps * ((xp.abs(F[:, 0]) + xp.abs(F[:, 1])) / 2 + ax * xp.abs(D1)) / h
-            # rounding of intermediate values (1 + x*x at tiny x) is invisible in |f|: probe it by
-            # rounding every operation one ulp up on one side of the stencil and down on the other
-            for pattern in (lambda i: (-1.0) ** i, lambda i: (-1.0) ** (i // 2)):
-                Fj = _perturbed(graph, inputs, k, offsets[:2, None] * h[None, :], xp, dtype, N,
-                                jiggle=lambda i, p=pattern: ulp * p(i) * side)
-                noise = xp.maximum(noise, 4 * xp.abs((Fj[:, 0] - Fj[:, 1]) / (2 * h) - D1))
-            d1, d2 = xp.abs(D2 - D1), xp.abs(D4 - D2)
-            # the error falls like h**2 only in the asymptotic range (D(4h)-D(2h) about 4 times D(2h)-D(h));
-            # anything else (a kink, a pole or a period inside the stencil: sin(x) at 1e8 with h = 600)
-            # voids the estimate, and the method has nothing to say at that point
-            same_way = (D4 - D2) * (D2 - D1) > 0  # D(h) = f' + c*h**2: both differences have c's sign
-            asymptotic = (d1 <= 2 * noise) | (same_way & (d2 >= 2 * d1) & (d2 <= 8 * d1))
-            e = xp.where(asymptotic, d1 / 3 + noise, xp.inf)
-            Ds.append(D1)
-            Es.append(xp.where(xp.isfinite(e) & xp.isfinite(D1), e, xp.inf))
-        # per point, the scale whose worst entry is better; where the two disagree beyond both estimates,
-        # the smaller step (s = 1 beside |x| = 1e8, or |x| beside 1 near 0): a larger one that spans a
-        # period or a kink can pass the h**2 test by chance, with an estimate as small as it is wrong
-        # (cand[1] <= cand[0]) and a larger step cannot be in the h**2 regime where a smaller one is not
-        # (a smaller one that is only noise passes): there the larger one's estimate is void too
-        Es[0] = xp.where(xp.isfinite(Es[1]) | (cand[1] == cand[0]), Es[0], xp.inf)
-        with np.errstate(invalid="ignore"):
-            conflict = (xp.abs(Ds[0] - Ds[1]) > 3 * (Es[0] + Es[1])).any(axis=0)
-        use_b = conflict | (Es[1].max(axis=0) < Es[0].max(axis=0))
-        J[:, k] = xp.where(use_b, Ds[1], Ds[0])
-        scales[k] = xp.where(use_b, cand[1], cand[0])
-        reach = 4 * dtype(eps ** (1 / 3)) * scales[k]
-        # two step scales that disagree are each off by up to their gap, whatever their own estimates say
-        # (a step of 8e9 on sin(x) at 1.4e15 spans a near-whole number of periods and looks converged)
-        both = xp.isfinite(Es[0]) & xp.isfinite(Es[1])
-        gap = xp.where(both, xp.abs(Ds[0] - Ds[1]), 0.0)
-        gaps[:, k] = gap
-        est[:, k] = xp.where(straddles(graph, inputs, k, reach, xp, dtype, N), xp.inf,
-                             xp.fmax(xp.where(use_b, Es[1], Es[0]), gap))
-    return J, est, scales, gaps
+    x = _points(graph, inputs, xp, dtype, N)
+    K = CENTRAL_CANDIDATES
+    check_kinks = nv * len(graph.nodes) <= STRADDLE_BUDGET
+    tiled = {v: xp.broadcast_to(xp.asarray(inputs[v])[None], (K, N)).ravel() for v in graph.variables} \
+        if check_kinks else {}
+    parts = []
+    # one variable at a time (every step is per variable and elementwise): memory stays K * 6 rows of the
+    # chunk, not K * 6 * nvars
+    for k in range(nv):
+        def rows(deltas, signs, k=k):
+            jig = None if signs is None else (lambda i: (ulp * signs(i))[:, None])
+            return _perturbed(graph, inputs, k, deltas[:, 0], xp, dtype, N, jiggle=jig)[:, :, None]
+
+        def straddle(_, reach, k=k):
+            return straddles(graph, tiled, k, reach.ravel(), xp, dtype, K * N).reshape(K, N)
+        D1, est, hs, _ = central_candidates(xp, x[k:k + 1], rows, eps, probe=True,
+                                            straddle=straddle if check_kinks else None)
+        parts.append(best_central(xp, D1, est, hs)[:3])
+    J, err, steps = (xp.concatenate([p[i] for p in parts], axis=1 if i < 2 else 0) for i in range(3))
+    J = xp.where(xp.isfinite(err), J, xp.nan)
+    return J, err, steps
+
+
+def _rows(graph: Graph, inputs: dict, xp, dtype, N: int, jiggle=None):
+    """Stencil rows over the chunk: deltas (M, nvars, N) -> outputs (m, M, nvars, N), one variable moved
+    at a time (by its column of deltas) with the others at their points."""
+    nv = len(graph.variables)
+    return lambda deltas: xp.stack([_perturbed(graph, inputs, k, deltas[:, k], xp, dtype, N, jiggle=jiggle)
+                                    for k in range(nv)], axis=2)
+
+
+def _points(graph: Graph, inputs: dict, xp, dtype, N: int):
+    """The chunk as one array (nvars, N)."""
+    return xp.stack([xp.broadcast_to(xp.asarray(inputs[v], dtype=dtype), (N,)) for v in graph.variables])
 
 
 def richardson(graph: Graph, inputs: dict, xp, dtype, central_result, n: int | None = None):
-    """Ridders' extrapolation over steps h0, h0/2, ... (h0 = 2**-4 times the scale central differences
-    chose), every row of the tableau in one evaluation -> (J, estimate)."""
+    """Ridders' extrapolation over steps h0, h0/2, ... from the step central differences chose, as at
+    one point (:func:`gradcli.verdict.differences.richardson`) -> (J, estimate)."""
     N = _n_points(inputs, n)
     m, nv = len(graph.outputs), len(graph.variables)
-    eps = eps_of(dtype)
-    Jc, Ec, scales, scale_gap = central_result
-    J = xp.full((m, nv, N), xp.nan, dtype=dtype)
-    est = xp.full((m, nv, N), xp.inf, dtype=dtype)
-    rows = BATCH_RIDDERS_ROWS
-    f0 = None
-    for k, name in enumerate(graph.variables):
-        x = inputs[name]
-        h0 = dtype(RIDDERS_H0) * scales[k]
-        hs = xp.stack([(x + h0 / RIDDERS_CON ** r) - x for r in range(rows)])  # (rows, N)
-        deltas = xp.concatenate([hs, -hs])
-        F = _perturbed(graph, inputs, k, deltas, xp, dtype, N)
-        D = [(F[:, r] - F[:, rows + r]) / (2 * hs[r]) for r in range(rows)]
-        if f0 is None:
-            f0 = xp.abs(outputs(graph, inputs, xp, dtype, N))
-        best, err = numeric.ridders(lambda i: D[i], rows, (m, N), xp=xp, dtype=dtype)
-        err = err + 8 * eps * (xp.abs(best) + f0 / h0[None, :])
-        # where central differences cannot vouch for the tableau (no estimate, or one as large as a
-        # thousandth of the value), their whole gap counts
-        vouch = xp.isfinite(Ec[:, k]) & (Ec[:, k] <= 1e-3 * xp.abs(Jc[:, k]))
-        gap = xp.abs(best - Jc[:, k]) - xp.where(vouch, ESTIMATE_GAP * Ec[:, k], 0)
-        err = xp.where(xp.isfinite(gap), xp.maximum(err, gap), err)
-        err = xp.maximum(err, scale_gap[:, k])  # the tableau starts from a scale the two did not agree on
-        J[:, k] = best
-        est[:, k] = xp.where(straddles(graph, inputs, k, h0, xp, dtype, N), xp.inf, err)
-    return J, est
-
-
-#: complex step sizes relative to |x| per real dtype: h**2 must vanish against eps, h*f' must not underflow
-COMPLEX_STEP = {np.dtype(np.float64): (1e-20, 1e-300), np.dtype(np.float32): (1e-10, 1e-30)}
+    if not nv:
+        return xp.zeros((m, 0, N), dtype=dtype), xp.zeros((m, 0, N), dtype=dtype)
+    eps = np.finfo(dtype).eps
+    Jc, Ec, steps = central_result
+    x = _points(graph, inputs, xp, dtype, N)
+    parts = []
+    for k in range(nv):  # one variable at a time, as central differences
+        rows = lambda deltas, k=k: _perturbed(graph, inputs, k, deltas[:, 0], xp, dtype, N)[:, :, None]
+        parts.append(differences.richardson(xp, x[k:k + 1], rows, Jc[:, k:k + 1], Ec[:, k:k + 1],
+                                            steps[k:k + 1], eps)[:2])
+    return xp.concatenate([p[0] for p in parts], axis=1), xp.concatenate([p[1] for p in parts], axis=1)
 
 
 def complex_step(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
-    """Im f(x + ih) / h at two steps (relative to |x| and to max(|x|, 1)); their difference is the
-    error estimate -> (J, estimate). The caller checks the path is holomorphic."""
+    """Im f(x + ih) / h at three steps, as at one point (:func:`gradcli.verdict.differences.complex_step`)
+    -> (J, estimate). The caller checks the path is holomorphic."""
     N = _n_points(inputs, n)
     m, nv = len(graph.outputs), len(graph.variables)
-    eps = eps_of(dtype)
+    if not nv:
+        return xp.zeros((m, 0, N), dtype=dtype), xp.zeros((m, 0, N), dtype=dtype)
     rel, tiny = COMPLEX_STEP[np.dtype(dtype)]
     ctype = np.result_type(dtype, np.complex64)
-    J = xp.zeros((m, nv, N), dtype=dtype)
-    est = xp.zeros((m, nv, N), dtype=dtype)
-    for k, name in enumerate(graph.variables):
-        x = inputs[name]
-        ax = xp.abs(x)
-        h1 = xp.where(x == 0, dtype(rel), xp.maximum(dtype(rel) * ax, dtype(tiny)))
-        h2 = dtype(rel) * xp.maximum(ax, 1)
-        hs = xp.stack([h1, h2])
-        F = _perturbed(graph, inputs, k, (1j * hs).astype(ctype), xp, dtype, N)
-        D = xp.imag(F) / hs[None]
-        J[:, k] = D[:, 0]
-        est[:, k] = 4 * eps * xp.abs(D[:, 0]) + xp.abs(D[:, 0] - D[:, 1])
-        # where the relative step underflows, the floor is not small against x (sqrt(x) at 1e-305)
-        est[:, k] = xp.where((x == 0) | (dtype(rel) * ax >= dtype(tiny)), est[:, k], xp.inf)
-    return J, est
+    rows = _rows(graph, inputs, xp, dtype, N)
+    J, err, _ = differences.complex_step(xp, _points(graph, inputs, xp, dtype, N),
+                                         lambda deltas: rows(deltas.astype(ctype)), dtype(rel), dtype(tiny),
+                                         np.finfo(dtype).eps)
+    return J.astype(dtype), err.astype(dtype)

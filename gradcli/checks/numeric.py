@@ -28,15 +28,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..methods.numeric import ridders
+from ..verdict.constants import CHECK_RIDDERS_ROWS, COMPLEX_H
+from ..verdict.differences import ridders
 
 EPS = np.finfo(np.float64).eps
 H_DEFAULT = 2.0 ** -10
-TABLEAU_ROWS = 16
-RIDDERS_SAFE = 2.0
-RIDDERS_CREDIBLE = 1e-4
 KINK_SMALL = 2.0 ** -14  # the kink test's smallest step, relative to H
-COMPLEX_H = 1e-20
 COMPLEX_MAX = 500  # complex step on at most this many elements (one call each)
 NOISE_POINTS = 7
 NOISE_STEP = 1e-6
@@ -150,7 +147,7 @@ def refine(line: _Line, H: float, first: dict, need: np.ndarray) -> Estimate:
         with np.errstate(all="ignore"):
             ratio = np.abs(sa) / np.abs(sb)
         kink = cand & (np.abs(sa) > thresh) & (ratio > 0.7) & (ratio < 1.4) & (np.sign(sa) == np.sign(sb))
-    steps = [4 * H / 2.0 ** k for k in range(TABLEAU_ROWS)]
+    steps = [4 * H / 2.0 ** k for k in range(CHECK_RIDDERS_ROWS)]
     noise_h = first.get("floor", 0.0) * H  # a difference quotient's rounding noise, times its step
 
     def row(i):
@@ -160,7 +157,7 @@ def refine(line: _Line, H: float, first: dict, need: np.ndarray) -> Estimate:
             return np.where(noise_h / steps[i] > first["error"], np.nan, line.central(steps[i]))
 
     with np.errstate(all="ignore"):
-        best, err = ridders(row, TABLEAU_ROWS, value.shape, done=~need | kink)
+        best, err = ridders(row, CHECK_RIDDERS_ROWS, value.shape, done=~need | kink)
     with np.errstate(all="ignore"):
         err = err + 8 * EPS * (np.abs(best) + first["F"] / (4 * H))
         # where the first pass had an estimate, a gap beyond it means the tableau agreed by luck

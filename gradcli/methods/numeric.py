@@ -16,21 +16,11 @@ import numpy as np
 from ..diagnose import straddles
 from ..graph import Graph, evaluate
 from ..primitives import PRIMITIVES
+from ..verdict.constants import CENTRAL_CANDIDATES, COMPLEX_H, RIDDERS_CON, RIDDERS_ROWS, STRADDLE_BUDGET
+from ..verdict import differences
+from ..verdict.differences import best_central, central_candidates
+from ..verdict.differences import ridders  # noqa: F401 - its home before the verdict layer
 
-#: Ridders' tableau: step ratio, number of rows, and how much worse the last diagonal may get before
-#: the extrapolation stops (Numerical Recipes' CON, NTAB, SAFE).
-RIDDERS_CON = 2.0
-RIDDERS_ROWS = 14
-RIDDERS_SAFE = 2.0
-RIDDERS_H0 = 2.0 ** -4
-#: An error estimate counts only once it is this small relative to the estimate itself: before
-#: that, agreement between rows may be luck (steps straddling a pole or many periods).
-RIDDERS_CREDIBLE = 1e-4
-#: Complex step size, relative to |x|: any small h works (no subtraction), this one keeps h**2 far
-#: below the float64 resolution of f while h itself stays a normal number.
-COMPLEX_H = 1e-20
-ESTIMATE_GAP = 10.0
-CENTRAL_CANDIDATES = 13
 #: Elements per vectorised evaluation when the variables are many (memory stays near 100 MB).
 BLOCK_ELEMENTS = 2_000_000
 
@@ -92,89 +82,31 @@ def _x_vector(graph: Graph, point: dict, dtype=np.float64) -> np.ndarray:
     return np.array([point[v] for v in graph.variables], dtype=dtype)
 
 
-def _representable(x: np.ndarray, h: np.ndarray) -> np.ndarray:
-    # use the step the float arithmetic actually takes, so (x+h) - x == h exactly
-    return (x + h) - x
+def _rows(graph, x):
+    """Stencil rows at one point: deltas (M, n, 1) -> outputs (n_out, M, n, 1)."""
+    return lambda deltas: _stencil(graph, x, deltas[..., 0])[..., None]
 
 
-def _candidate_scales(x: np.ndarray) -> np.ndarray:
-    """Per variable, the length scales over which f might vary: powers of ten from 1e-6*min(|x|, 1)
-    (room to fit beside a domain edge) up to max(|x|, 1) (a relative step for large x)."""
-    ax = np.abs(x)
-    lo = np.log10(np.where(ax > 0, np.minimum(ax, 1.0), 1.0)) - 6
-    hi = np.log10(np.maximum(ax, 1.0))
-    k = np.linspace(0.0, 1.0, CENTRAL_CANDIDATES)
-    return 10.0 ** (hi[:, None] - (hi - lo)[:, None] * k[None, :])  # (nvars, K), largest first
-
-
-#: variables x nodes up to which central differences check their stencils for kinks, jumps and poles
-STRADDLE_BUDGET = 20_000
-
-
-def _central_candidates(graph: Graph, x: np.ndarray, stencil=None, noise_scale=None):
-    """Central differences at steps h, 2h, 4h for every candidate scale, with error estimates.
-
-    ``stencil(x, deltas)`` -> (n_out, m, nvars) replaces the graph's evaluation (the Hessian
-    differences the reverse gradient this way); without rounding signs, round-off is estimated from
-    the bound alone."""
+def _candidates(graph, x, stencil=None, noise_scale=None):
+    """The candidates of :func:`gradcli.verdict.differences.central_candidates` at one point (P = 1):
+    on the graph with rounding probes and the kink test (skipped for large graphs, where it would cost
+    more than everything else), or on ``stencil(x, deltas)`` -> (n_out, m, nvars) with the rounding bound."""
     eps = np.finfo(np.float64).eps
-    scales = _candidate_scales(x)
-    K = scales.shape[1]
-    n = x.size
-    hs = np.stack([_representable(x, eps ** (1 / 3) * scales[:, k]) for k in range(K)])  # (K, nvars)
-    offsets = np.array((1.0, -1.0, 2.0, -2.0, 4.0, -4.0))
-    deltas = (offsets[None, :, None] * hs[:, None, :]).reshape(K * len(offsets), n)
-    shape = lambda F: F.reshape(F.shape[0], K, len(offsets), n).transpose(1, 2, 0, 3)  # (K, 6, nout, n)
-    Fv = shape(_stencil(graph, x, deltas) if stencil is None else stencil(x, deltas))
-    h = hs[:, None, :]
-    D1 = (Fv[:, 0] - Fv[:, 1]) / (2 * h)
-    side = np.tile(np.sign(offsets), K)
-    jiggle = np.zeros_like(D1)
-    patterns = (lambda i: side * (-1.0) ** i, lambda i: side * (-1.0) ** (i // 2))
-    for pattern in patterns if stencil is None else ():
-        Fj = shape(_stencil(graph, x, deltas, jiggle=pattern))
-        jiggle = np.fmax(jiggle, 4 * np.abs((Fj[:, 0] - Fj[:, 1]) / (2 * h) - D1))
-    D2 = (Fv[:, 2] - Fv[:, 3]) / (4 * h)
-    D4 = (Fv[:, 4] - Fv[:, 5]) / (8 * h)
-    # round-off: f's own rounding, plus the rounding of intermediate values as large as x (sin(100*x)
-    # at x = 1e4 carries eps*1e6 in its argument), which does not look like noise across nearby steps.
-    # On a graph the rounding probes (one more ulp per operation) measure it; a stencil without them
-    # takes the bound eps*|x*f'| (which would also charge sin(x) at x = 1e15, whose steps are exact)
-    bound = 0.0 if stencil is None else np.abs(x)[None, None, :] * np.abs(D1)
-    noise = 4 * eps * ((np.abs(Fv[:, 0]) + np.abs(Fv[:, 1])) / 2 + bound) / h
-    noise = np.fmax(noise, jiggle)
-    if noise_scale is not None:  # outputs that cancel carry rounding relative to their terms, not to |f|
-        noise = np.fmax(noise, 8 * eps * np.asarray(noise_scale, dtype=float)[None, :, None] / h)
-    d1, d2 = np.abs(D2 - D1), np.abs(D4 - D2)
-    # in the asymptotic range the error falls like h**2, so D(4h)-D(2h) is about 4 times
-    # D(2h)-D(h); anything else (a period or a pole within the stencil) voids the estimate
-    asymptotic = (d1 <= 2 * noise) | ((d2 >= 2 * d1) & (d2 <= 8 * d1))
-    own = np.where(asymptotic, d1 / 3 + noise, np.inf)
-    own = np.where(np.isfinite(own) & np.isfinite(D1), own, np.inf)
-    # a stencil that reaches across a kink, jump or pole averages two sides (one graph evaluation per
-    # variable: skipped for large graphs, where it would cost more than everything else)
-    if graph is not None and len(graph.variables) * len(graph.nodes) <= STRADDLE_BUDGET:
-        pts = {v: np.full(K, x[j]) for j, v in enumerate(graph.variables)}
-        for k in range(n):
-            with np.errstate(all="ignore"):
-                hit = straddles(graph, pts, k, 4 * hs[:, k], np, np.float64, K)
-            own[hit, :, k] = np.inf
-    # no step can be in the h**2 regime when a smaller one is clearly out of it (not merely noisy): at
-    # sin(x) at 1e16 or tan(x) next to pi/2 the smallest step float64 allows already spans a period or
-    # the pole, and a huge step that looks converged (it spans a near-whole number of periods) is not
-    out = ~asymptotic & (d1 > 8 * noise) & np.isfinite(D1)
-    smaller_out = np.flip(np.logical_or.accumulate(np.flip(out, axis=0), axis=0), axis=0)
-    void = np.zeros_like(out)
-    void[:-1] = smaller_out[1:]
-    own = np.where(void, np.inf, own)
-    # a step is only as good as its agreement with every smaller one, beyond their own error:
-    # for abs(x) at x = 1e-160 all steps above 1e-160 agree on 0, and only the smaller ones know
-    est = own.copy()
-    for k in range(K - 1):
-        gap = np.abs(D1[k] - D1[k + 1:]) - own[k + 1:]
-        gap = np.where(np.isfinite(gap), gap, 0.0)
-        est[k] = np.maximum(est[k], gap.max(axis=0))
-    return D1, est, hs, scales
+    K = CENTRAL_CANDIDATES
+    if stencil is not None:
+        rows = lambda deltas, signs: stencil(x, deltas[..., 0])[..., None]
+    else:
+        rows = lambda deltas, signs: _stencil(graph, x, deltas[..., 0], jiggle=signs)[..., None]
+    pts = {v: np.full(K, x[j]) for j, v in enumerate(graph.variables)} if graph is not None else {}
+
+    def kinks(k, reach):
+        with np.errstate(all="ignore"):
+            return straddles(graph, pts, k, reach[:, 0], np, np.float64, K)[:, None]
+    straddle = kinks if graph is not None and len(graph.variables) * len(graph.nodes) <= STRADDLE_BUDGET else None
+    D1, est, hs, scales = central_candidates(np, x[:, None], rows, eps, probe=stencil is None,
+                                             straddle=straddle, noise_scale=noise_scale,
+                                             bounded=stencil is not None)
+    return D1[..., 0], est[..., 0], hs[..., 0], scales[..., 0]
 
 
 @_quiet
@@ -184,15 +116,12 @@ def central(graph: Graph, point: dict) -> NumericResult:
     1e-6*min(|x|, 1) to max(|x|, 1) is tried in one evaluation and the one with the smallest error
     estimate wins (truncation from the steps 2h and 4h, round-off as eps*|f|/h)."""
     x = _x_vector(graph, point)
-    return best_central(*_central_candidates(graph, x))
+    return _best(*_candidates(graph, x))
 
 
-def best_central(D1, est, hs, scales) -> NumericResult:
+def _best(D1, est, hs, scales) -> NumericResult:
     """Per entry, the candidate step with the smallest error estimate."""
-    best = np.argmin(est, axis=0)  # (nout, n)
-    pick = lambda A: np.take_along_axis(A, best[None], axis=0)[0]
-    J, err = pick(D1), pick(est)
-    steps = np.take_along_axis(hs, np.argmin(est.max(axis=1), axis=0)[None], axis=0)[0]
+    J, err, steps, best = best_central(np, D1, est, hs)
     # the candidates and the pick per entry, for `gradcli explain` (data only: results do not read it)
     res = NumericResult(J, err, steps, detail={"step": steps.tolist(), "candidate_steps": hs,
                                                "candidate_estimates": D1, "candidate_errors": est,
@@ -208,7 +137,7 @@ def best_central(D1, est, hs, scales) -> NumericResult:
 def central_of(stencil, x: np.ndarray, noise_scale=None) -> NumericResult:
     """:func:`central` for any vector function given as ``stencil(x, deltas) -> (n_out, m, nvars)``;
     ``noise_scale`` (per output) is the size its rounding is relative to, when that is more than |f|."""
-    return best_central(*_central_candidates(None, np.asarray(x, dtype=np.float64), stencil, noise_scale))
+    return _best(*_candidates(None, np.asarray(x, dtype=np.float64), stencil, noise_scale))
 
 
 @_quiet
@@ -217,77 +146,21 @@ def richardson(graph: Graph, point: dict) -> NumericResult:
     the tableau cancels one more power of h**2; the entry with the smallest change between
     neighbouring orders is the estimate and that change is its error estimate."""
     x = _x_vector(graph, point)
-    eps = np.finfo(np.float64).eps
     c = central(graph, point)
-    # start where central differences found f's length scale: h0 is a few thousand times their step
-    h0 = RIDDERS_H0 * c.steps / np.finfo(np.float64).eps ** (1 / 3)
-    hs = [_representable(x, h0 / RIDDERS_CON ** k) for k in range(RIDDERS_ROWS)]
-    # every row of the tableau in one evaluation: rows +h_k, -h_k
-    deltas = np.stack([sign * hk for hk in hs for sign in (1.0, -1.0)])
-    Fv = _stencil(graph, x, deltas)
-    D = [(Fv[:, 2 * k] - Fv[:, 2 * k + 1]) / (2 * hs[k]) for k in range(RIDDERS_ROWS)]
-
     trace: dict = {}
-    best, err = ridders(lambda i: D[i], RIDDERS_ROWS, D[0].shape, trace=trace)
-    f0 = np.abs(_stencil(graph, x, np.zeros((1, x.size)))[:, 0, :1])
-    err = err + 8 * eps * (np.abs(best) + f0 / h0)  # the extrapolated value still carries f's rounding
-    # cross-check with plain central differences: a gap beyond central's own error bound means the
-    # tableau agreed by luck, and the estimate must say so
-    # (where central differences have no estimate of their own, their whole gap counts)
-    gap = np.abs(best - c.jacobian) - np.where(np.isfinite(c.error), ESTIMATE_GAP * c.error, 0.0)
-    err = np.where(np.isfinite(gap), np.maximum(err, gap), err)
-    err = np.where(np.isfinite(c.error), err, np.inf)  # no step of central's to start from: nothing to say
-    res = NumericResult(best, err, np.array(hs), detail={"h0": h0.tolist(), "ratio": RIDDERS_CON,
+    best, err, hs, h0 = differences.richardson(np, x[:, None], _rows(graph, x), c.jacobian[..., None],
+                                               c.error[..., None], c.steps[:, None],
+                                               np.finfo(np.float64).eps, trace=trace)
+    best, err, hs, h0 = best[..., 0], err[..., 0], hs[..., 0], h0[..., 0]
+    trace["tableau"] = [[col[..., 0] for col in row] for row in trace["tableau"]]
+    for key in ("chosen_row", "chosen_column", "stopped_row"):
+        trace[key] = trace[key][..., 0]
+    res = NumericResult(best, err, hs, detail={"h0": h0.tolist(), "ratio": RIDDERS_CON,
                                                          "rows": RIDDERS_ROWS, **trace})
     if not np.all(np.isfinite(best)):
         res.status = "unavailable"
         res.message = "no finite Richardson estimate: the stencil leaves the domain of the function"
     return res
-
-
-def ridders(row, n_rows: int, shape, xp=np, dtype=np.float64, done=None, trace: dict | None = None):
-    """Ridders' tableau over central differences at steps h, h/2, h/4, ...; ``row(i)`` gives the
-    differences at h/2**i (computed lazily, so a caller may stop early). Each column cancels one more
-    power of h**2; the entry with the smallest change between neighbouring orders is the estimate and
-    that change its error estimate. An entry stops once the top order got worse by a factor SAFE
-    after a credible estimate (round-off has taken over), or where ``done`` is set from the start.
-    -> (best, err), both of ``shape``. A ``trace`` dict, if given, receives the tableau as computed
-    (``tableau``: rows of columns, each of ``shape``), where each entry's estimate came from
-    (``chosen_row``, ``chosen_column``; -1: none) and the row at which it stopped (``stopped_row``;
-    the last row computed if it never did): for explanations; the results do not depend on it."""
-    best = xp.full(shape, xp.nan, dtype=dtype)
-    err = xp.full(shape, xp.inf, dtype=dtype)
-    done = xp.zeros(shape, dtype=bool) if done is None else done.copy()
-    prev = [row(0)]
-    if trace is not None:
-        trace["tableau"] = [prev]
-        for key in ("chosen_row", "chosen_column", "stopped_row"):
-            trace[key] = np.full(shape, -1)
-        trace["stopped_row"][np.asarray(done)] = 0
-    for i in range(1, n_rows):
-        cur = [row(i)]
-        fac = RIDDERS_CON ** 2
-        for j in range(1, i + 1):
-            cur.append((cur[j - 1] * fac - prev[j - 1]) / (fac - 1))
-            fac *= RIDDERS_CON ** 2
-            errt = xp.maximum(xp.abs(cur[j] - cur[j - 1]), xp.abs(cur[j] - prev[j - 1]))
-            take = ~done & xp.isfinite(errt) & (errt <= err)
-            best = xp.where(take, cur[j], best)
-            err = xp.where(take, errt, err)
-            if trace is not None:
-                trace["chosen_row"][take] = i
-                trace["chosen_column"][take] = j
-        credible = err <= RIDDERS_CREDIBLE * xp.abs(best)
-        done |= credible & (xp.abs(cur[i] - prev[i - 1]) >= RIDDERS_SAFE * err)
-        prev = cur
-        if trace is not None:
-            trace["tableau"].append(cur)
-            trace["stopped_row"][(trace["stopped_row"] < 0) & done] = i
-        if bool(done.all()):
-            break
-    if trace is not None:
-        trace["stopped_row"][trace["stopped_row"] < 0] = len(trace["tableau"]) - 1
-    return best, err
 
 
 def holomorphic_blockers(graph: Graph) -> list[str]:
@@ -309,19 +182,10 @@ def complex_step(graph: Graph, point: dict) -> NumericResult:
                              message=f"complex step cannot pass through {', '.join(blockers)} "
                                      "(not holomorphic)")
     x = _x_vector(graph, point)
-    # three steps: relative to |x| (right for log(x) at tiny x), absolute for |x| < 1 (keeps f'*h from
-    # underflowing), and 1e-10 times smaller (exposes structure finer than the step); any of them
-    # would do for a well-behaved f, so where they differ, the difference is the error estimate
-    h = np.where(x == 0, COMPLEX_H, np.maximum(COMPLEX_H * np.abs(x), 1e-300))
-    steps = (h, COMPLEX_H * np.maximum(np.abs(x), 1.0), np.maximum(h * 1e-10, 1e-300))
-    Fv = _stencil(graph, x, 1j * np.stack(steps))
-    J, *others = [np.imag(Fv[:, k]) / step for k, step in enumerate(steps)]
-    eps = np.finfo(np.float64).eps
-    spread = np.maximum.reduce([np.abs(J - Jk) for Jk in others])
-    # below |x| = 1e-280 the relative step would underflow and the floor of 1e-300 is no longer small
-    # against x (sqrt(x) at 1e-305): no step of this kind is valid there
-    J = np.where(((x == 0) | (COMPLEX_H * np.abs(x) >= 1e-300))[None, :], J, np.nan)
-    res = NumericResult(J, 4 * eps * np.abs(J) + spread, h, detail={"step": h.tolist()})
+    J, err, h = differences.complex_step(np, x[:, None], _rows(graph, x), COMPLEX_H, 1e-300,
+                                         np.finfo(np.float64).eps)
+    J, err, h = J[..., 0], err[..., 0], h[..., 0]
+    res = NumericResult(J, err, h, detail={"step": h.tolist()})
     if not np.all(np.isfinite(J)):
         res.status = "unavailable"
         res.message = "complex-step evaluation is not finite"

@@ -1,0 +1,192 @@
+"""Numerical differences over an array namespace ``xp``, for one point and for a batch alike (a point is a
+batch of one): central differences with their one step selection, Ridders' tableau (also ``gradcli check``'s)
+and the step the arithmetic really takes.
+
+Arrays carry the variables before the points: ``x`` is (n, P); a stencil evaluation maps deltas (M, n, P)
+(row i moves variable j by deltas[i, j]) to outputs (n_out, M, n, P). The callers say how f is evaluated.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .constants import (CENTRAL_CANDIDATES, ESTIMATE_GAP, RIDDERS_CON, RIDDERS_CREDIBLE, RIDDERS_H0, RIDDERS_ROWS,
+                        RIDDERS_SAFE)
+
+OFFSETS = (1.0, -1.0, 2.0, -2.0, 4.0, -4.0)  # the stencil rows of one candidate: +-h, +-2h, +-4h
+
+
+def representable(x, h):
+    """The step the float arithmetic actually takes, so that (x + h) - x == h exactly."""
+    return (x + h) - x
+
+
+def candidate_scales(xp, x):
+    """Per variable and point, the length scales over which f might vary: powers of ten from
+    1e-6*min(|x|, 1) (room to fit beside a domain edge) up to max(|x|, 1) (a relative step for large x)
+    -> (n, K, P), largest first."""
+    ax = xp.abs(x)
+    lo = xp.log10(xp.where(ax > 0, xp.minimum(ax, 1.0), 1.0)) - 6
+    hi = xp.log10(xp.maximum(ax, 1.0))
+    k = xp.linspace(0.0, 1.0, CENTRAL_CANDIDATES)
+    return 10.0 ** (hi[:, None] - (hi - lo)[:, None] * k[None, :, None])
+
+
+def central_candidates(xp, x, rows, eps, probe=False, straddle=None, noise_scale=None, bounded=False):
+    """Central differences at steps h, 2h, 4h for every candidate scale, with error estimates.
+
+    ``rows(deltas, signs)`` evaluates the stencil, ``signs`` (None, or ``signs(i)``: +-1 per row for node i)
+    rounding every operation one ulp up or down; with ``probe`` two such patterns measure the rounding of
+    intermediate values. ``straddle(k, reach)`` -> bool (K, P): does moving variable k by ``reach`` cross a
+    kink, jump or pole. ``noise_scale`` (per output) is the size rounding is relative to where that is more
+    than |f|; ``bounded`` charges the rounding bound eps*|x*f'| instead of probing.
+    -> (D1, est, hs, scales): estimates and their errors (K, n_out, n, P), steps (K, n, P), scales (n, K, P)."""
+    scales = candidate_scales(xp, x)
+    K = scales.shape[1]
+    n, P = x.shape
+    hs = xp.stack([representable(x, eps ** (1 / 3) * scales[:, k]) for k in range(K)])
+    offsets = xp.asarray(OFFSETS, dtype=x.dtype)
+    deltas = (offsets[None, :, None, None] * hs[:, None]).reshape(K * len(OFFSETS), n, P)
+    shape = lambda F: F.reshape(F.shape[0], K, len(OFFSETS), n, P).transpose(1, 2, 0, 3, 4)
+    Fv = shape(rows(deltas, None))
+    h = hs[:, None]
+    D1 = (Fv[:, 0] - Fv[:, 1]) / (2 * h)
+    # the probes need only the rows +-h (evaluation is elementwise: the other rows would not change them)
+    inner = (offsets[None, :2, None, None] * hs[:, None]).reshape(K * 2, n, P)
+    side = xp.tile(xp.sign(offsets[:2]), K)
+    jiggle = xp.zeros_like(D1)
+    patterns = (lambda i: side * (-1.0) ** i, lambda i: side * (-1.0) ** (i // 2))
+    for pattern in patterns if probe else ():
+        Fj = rows(inner, pattern)
+        Fj = Fj.reshape(Fj.shape[0], K, 2, n, P).transpose(1, 2, 0, 3, 4)
+        jiggle = xp.fmax(jiggle, 4 * xp.abs((Fj[:, 0] - Fj[:, 1]) / (2 * h) - D1))
+    D2 = (Fv[:, 2] - Fv[:, 3]) / (4 * h)
+    D4 = (Fv[:, 4] - Fv[:, 5]) / (8 * h)
+    # round-off: f's own rounding, plus the rounding of intermediate values as large as x (sin(100*x)
+    # at x = 1e4 carries eps*1e6 in its argument), which does not look like noise across nearby steps.
+    # The rounding probes (one more ulp per operation) measure it; without them the bound eps*|x*f'|
+    # stands in (which would also charge sin(x) at x = 1e15, whose steps are exact)
+    bound = xp.abs(x)[None, None] * xp.abs(D1) if bounded else 0.0
+    noise = 4 * eps * ((xp.abs(Fv[:, 0]) + xp.abs(Fv[:, 1])) / 2 + bound) / h
+    noise = xp.fmax(noise, jiggle)
+    if noise_scale is not None:  # outputs that cancel carry rounding relative to their terms, not to |f|
+        noise = xp.fmax(noise, 8 * eps * xp.asarray(noise_scale, dtype=float)[None, :, None, None] / h)
+    d1, d2 = xp.abs(D2 - D1), xp.abs(D4 - D2)
+    # in the asymptotic range the error falls like h**2, so D(4h)-D(2h) is about 4 times
+    # D(2h)-D(h); anything else (a period or a pole within the stencil) voids the estimate
+    asymptotic = (d1 <= 2 * noise) | ((d2 >= 2 * d1) & (d2 <= 8 * d1))
+    own = xp.where(asymptotic, d1 / 3 + noise, xp.inf)
+    own = xp.where(xp.isfinite(own) & xp.isfinite(D1), own, xp.inf)
+    # a stencil that reaches across a kink, jump or pole averages two sides
+    for k in range(n) if straddle is not None else ():
+        hit = straddle(k, 4 * hs[:, k])
+        own[:, :, k] = xp.where(hit[:, None], xp.inf, own[:, :, k])
+    # no step can be in the h**2 regime when a smaller one is clearly out of it (not merely noisy): at
+    # sin(x) at 1e16 or tan(x) next to pi/2 the smallest step float64 allows already spans a period or
+    # the pole, and a huge step that looks converged (it spans a near-whole number of periods) is not
+    out = ~asymptotic & (d1 > 8 * noise) & xp.isfinite(D1)
+    smaller_out = xp.flip(xp.cumsum(xp.flip(out, axis=0), axis=0) > 0, axis=0)
+    void = xp.zeros_like(out)
+    void[:-1] = smaller_out[1:]
+    own = xp.where(void, xp.inf, own)
+    # a step is only as good as its agreement with every smaller one, beyond their own error:
+    # for abs(x) at x = 1e-160 all steps above 1e-160 agree on 0, and only the smaller ones know
+    est = own.copy()
+    for k in range(K - 1):
+        gap = xp.abs(D1[k] - D1[k + 1:]) - own[k + 1:]
+        gap = xp.where(xp.isfinite(gap), gap, 0.0)
+        est[k] = xp.maximum(est[k], gap.max(axis=0))
+    return D1, est, hs, scales
+
+
+def best_central(xp, D1, est, hs):
+    """Per entry, the candidate step with the smallest error estimate -> (J, err, steps, chosen): J and
+    err (n_out, n, P), the steps of the candidate best for every output (n, P), the choice per entry."""
+    best = xp.argmin(est, axis=0)
+    pick = lambda A: xp.take_along_axis(A, best[None], axis=0)[0]
+    steps = xp.take_along_axis(hs, xp.argmin(est.max(axis=1), axis=0)[None], axis=0)[0]
+    return pick(D1), pick(est), steps, best
+
+
+def richardson(xp, x, rows, central_J, central_err, central_steps, eps, trace=None):
+    """Ridders' extrapolation of central differences over steps h0, h0/2, h0/4, ..., h0 a few thousand
+    times central's chosen step (where they found f's length scale): each column of the tableau cancels
+    one more power of h**2. ``rows(deltas)`` as for :func:`central_candidates`; ``central_*`` their result.
+    -> (J, err, steps (rows, n, P), h0 (n, P))."""
+    h0 = RIDDERS_H0 * central_steps / eps ** (1 / 3)
+    hs = [representable(x, h0 / RIDDERS_CON ** k) for k in range(RIDDERS_ROWS)]
+    Fv = rows(xp.stack([sign * hk for hk in hs for sign in (1.0, -1.0)]))
+    D = [(Fv[:, 2 * k] - Fv[:, 2 * k + 1]) / (2 * hs[k]) for k in range(RIDDERS_ROWS)]
+    best, err = ridders(lambda i: D[i], RIDDERS_ROWS, D[0].shape, xp=xp, dtype=x.dtype, trace=trace)
+    f0 = xp.abs(rows(xp.zeros((1,) + x.shape, dtype=x.dtype))[:, 0, :1])
+    err = err + 8 * eps * (xp.abs(best) + f0 / h0)  # the extrapolated value still carries f's rounding
+    # cross-check with plain central differences: a gap beyond central's own error bound means the
+    # tableau agreed by luck, and the estimate must say so
+    # (where central differences have no estimate of their own, their whole gap counts)
+    gap = xp.abs(best - central_J) - xp.where(xp.isfinite(central_err), ESTIMATE_GAP * central_err, 0.0)
+    err = xp.where(xp.isfinite(gap), xp.maximum(err, gap), err)
+    err = xp.where(xp.isfinite(central_err), err, xp.inf)  # no step of central's to start from: nothing to say
+    return best, err, xp.stack(hs), h0
+
+
+def complex_step(xp, x, rows, rel, tiny, eps):
+    """f'(x) = Im f(x + ih) / h: no subtraction, so no cancellation, exact to rounding for any small h;
+    valid only where every primitive on the path is holomorphic (the caller checks). ``rows(deltas)``
+    takes complex deltas; ``rel`` is the step relative to |x| and ``tiny`` the smallest step.
+    -> (J, err, h): J is nan where no step of this kind is valid."""
+    # three steps: relative to |x| (right for log(x) at tiny x), absolute for |x| < 1 (keeps f'*h from
+    # underflowing), and 1e-10 times smaller (exposes structure finer than the step); any of them
+    # would do for a well-behaved f, so where they differ, the difference is the error estimate
+    h = xp.where(x == 0, rel, xp.maximum(rel * xp.abs(x), tiny))
+    steps = (h, rel * xp.maximum(xp.abs(x), 1.0), xp.maximum(h * 1e-10, tiny))
+    Fv = rows(1j * xp.stack(steps))
+    J, *others = [xp.imag(Fv[:, k]) / step for k, step in enumerate(steps)]
+    spread = xp.maximum(xp.abs(J - others[0]), xp.abs(J - others[1]))
+    # below |x| = 1e-280 the relative step would underflow and the floor of 1e-300 is no longer small
+    # against x (sqrt(x) at 1e-305): no step of this kind is valid there
+    J = xp.where(((x == 0) | (rel * xp.abs(x) >= tiny))[None], J, xp.nan)
+    return J, 4 * eps * xp.abs(J) + spread, h
+
+
+def ridders(row, n_rows: int, shape, xp=np, dtype=np.float64, done=None, trace: dict | None = None):
+    """Ridders' tableau over central differences at steps h, h/2, h/4, ...; ``row(i)`` gives the
+    differences at h/2**i (computed lazily, so a caller may stop early). Each column cancels one more
+    power of h**2; the entry with the smallest change between neighbouring orders is the estimate and
+    that change its error estimate. An entry stops once the top order got worse by a factor SAFE
+    after a credible estimate (round-off has taken over), or where ``done`` is set from the start.
+    -> (best, err), both of ``shape``. A ``trace`` dict, if given, receives the tableau as computed
+    (``tableau``: rows of columns, each of ``shape``), where each entry's estimate came from
+    (``chosen_row``, ``chosen_column``; -1: none) and the row at which it stopped (``stopped_row``;
+    the last row computed if it never did): for explanations; the results do not depend on it."""
+    best = xp.full(shape, xp.nan, dtype=dtype)
+    err = xp.full(shape, xp.inf, dtype=dtype)
+    done = xp.zeros(shape, dtype=bool) if done is None else done.copy()
+    prev = [row(0)]
+    if trace is not None:
+        trace["tableau"] = [prev]
+        for key in ("chosen_row", "chosen_column", "stopped_row"):
+            trace[key] = np.full(shape, -1)
+        trace["stopped_row"][np.asarray(done)] = 0
+    for i in range(1, n_rows):
+        cur = [row(i)]
+        fac = RIDDERS_CON ** 2
+        for j in range(1, i + 1):
+            cur.append((cur[j - 1] * fac - prev[j - 1]) / (fac - 1))
+            fac *= RIDDERS_CON ** 2
+            errt = xp.maximum(xp.abs(cur[j] - cur[j - 1]), xp.abs(cur[j] - prev[j - 1]))
+            take = ~done & xp.isfinite(errt) & (errt <= err)
+            best = xp.where(take, cur[j], best)
+            err = xp.where(take, errt, err)
+            if trace is not None:
+                trace["chosen_row"][take] = i
+                trace["chosen_column"][take] = j
+        credible = err <= RIDDERS_CREDIBLE * xp.abs(best)
+        done |= credible & (xp.abs(cur[i] - prev[i - 1]) >= RIDDERS_SAFE * err)
+        prev = cur
+        if trace is not None:
+            trace["tableau"].append(cur)
+            trace["stopped_row"][(trace["stopped_row"] < 0) & done] = i
+        if bool(done.all()):
+            break
+    if trace is not None:
+        trace["stopped_row"][trace["stopped_row"] < 0] = len(trace["tableau"]) - 1
+    return best, err

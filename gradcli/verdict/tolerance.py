@@ -1,0 +1,94 @@
+"""The one tolerance and judgement rule of grad, hessian and batch, over an array namespace ``xp``.
+
+An entry passes when ``|got - ref| <= rtol * max(|ref|, scale) + atol + 10 * spread [+ 10 * estimate + floor]``:
+
+* ``scale`` is the derivative's magnitude without cancellation, sum over paths of |products of local
+  partials|. A derivative that cancels to nearly zero (d/dx of ``x - sin(x)`` near 0) can only be
+  computed in float64 to about eps * scale, so that, not |ref|, is what rounding is relative to;
+* ``spread`` is how far float64 rounding moves forward mode's result when every rounding is made
+  one ulp worse at random: it covers what ``scale`` cannot, such as ill-conditioned steps and inexact
+  constants (sin(pi) is 1.2e-16 in float64, 0 in the exact reference);
+* ``estimate`` is a numerical method's own error estimate, so a method is never blamed for the error
+  it announced, and ``floor`` the size below which the numerical methods cannot see f change.
+
+A point is a batch of one: the same arrays of any shape serve both. ``--rtol``/``--atol`` replace all of
+it with numpy.isclose's convention.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .constants import ESTIMATE_SAFETY, ILL_CONDITIONED, ROUNDING_SAFETY, SUBNORMAL, VAGUE_SHARE
+
+
+def tolerance(xp, ref, scale, spread, estimate, floor, defaults, rtol=None, atol=None, numerical=False,
+              tiny=SUBNORMAL):
+    """Per entry, the allowed |got - ref|. ``defaults`` is the method's (rtol, atol); ``tiny`` the size
+    below which the dtype has no relative precision left."""
+    r_def, a_def = defaults
+    if rtol is not None or atol is not None:  # the user's own tolerance, exactly as given
+        return (r_def if rtol is None else rtol) * xp.abs(ref) + (0.0 if atol is None else atol)
+    tol = r_def * xp.maximum(xp.abs(ref), scale) + max(a_def, tiny) + ROUNDING_SAFETY * xp.nan_to_num(spread)
+    if estimate is not None:
+        tol = tol + ESTIMATE_SAFETY * xp.where(xp.isnan(estimate), xp.inf, estimate)
+    if numerical:
+        tol = tol + floor  # steps see f to about 1e-8 of its size: a derivative near 0 is only known that well
+    return tol
+
+
+def floor(share, sizes, xs):
+    """The numerical methods' floor per entry: ``share`` of f's size (``sizes``, per output, or per output
+    and point) for a unit step, per unit of each variable's scale ``xs`` (max(|x|, 1))."""
+    return share * (1 + abs(sizes))[:, None] / xs[None]
+
+
+@dataclass
+class Judgement:
+    """Per-entry masks of one method's result: ``exceeds`` (the error is beyond the tolerance) and, for
+    a numerical method, why it has nothing to say: ``nonfinite`` (no finite estimate), ``vague`` (its
+    own estimate is as large as the derivative), ``unseen`` (within the tolerance only because the floor
+    or its estimate is that wide, while missing a nonzero derivative by half or more)."""
+
+    tol: object
+    exceeds: object
+    nonfinite: object = None
+    vague: object = None
+    unseen: object = None
+
+
+def judge_entries(xp, J, abs_err, ref, live, tol, estimate, floor_, numerical: bool, default_tol: bool) -> Judgement:
+    """The judgement of every ``live`` entry of ``J`` against ``ref`` with tolerance ``tol``."""
+    exceeds = live & ~(abs_err <= tol)
+    if not numerical:
+        return Judgement(tol, exceeds)
+    nonfinite = live & ~xp.isfinite(J)
+    vague = xp.zeros_like(live)
+    if estimate is not None:
+        size = xp.maximum(xp.abs(J), xp.abs(ref))
+        vague = live & (estimate > VAGUE_SHARE * size) & (estimate > floor_)
+    unseen = xp.zeros_like(live)
+    if default_tol:  # (d/dy of exp(x) + y at x = 40: y's steps change f by far less than f's rounding)
+        err = xp.nan_to_num(abs_err, nan=xp.inf)
+        unseen = live & (err <= tol) & (err > VAGUE_SHARE * xp.abs(ref)) & (ref != 0)
+    return Judgement(tol, exceeds, nonfinite, vague, unseen)
+
+
+def ill_conditioned(xp, ref, scale, spread):
+    """Entries that float64 cannot resolve: one more ulp of rounding per operation moves them by more than
+    :data:`ILL_CONDITIONED` of their size (cancellation within 6 digits of ``scale`` is ordinary)."""
+    size = xp.maximum(xp.abs(ref), 1e-6 * scale)
+    return xp.isfinite(ref) & (xp.nan_to_num(spread) > ILL_CONDITIONED * size)
+
+
+def rounding_tiny(dtype) -> float:
+    """:data:`SUBNORMAL` for ``dtype``."""
+    return 16 * float(np.finfo(dtype).tiny)
+
+
+def batch_floor_share(dtype) -> float:
+    """The batch's floor share: sqrt(eps) of the batch dtype, so that it keeps the same share of float32's
+    digits. In float64 that is 1.5e-8 where one point uses :data:`FLOOR_SHARE` (1e-8): the two modes have
+    always differed there, and merging them would move verdicts at the edge of the floor."""
+    return float(np.sqrt(np.finfo(dtype).eps))
