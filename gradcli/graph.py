@@ -66,6 +66,17 @@ class Graph:
     def var_node(self, name: str) -> int:
         return self._var_nodes[name]
 
+    def upstream(self, roots) -> "Graph":
+        """The graph of what the nodes ``roots`` are computed from, with ``roots`` as its outputs."""
+        need = set(roots)
+        for i in range(max(need, default=-1), -1, -1):
+            if i in need:
+                need.update(self.nodes[i].args)
+        keep = sorted(need)
+        pos = {j: p for p, j in enumerate(keep)}
+        nodes = [Node(n.op, tuple(pos[a] for a in n.args), n.attr) for n in (self.nodes[j] for j in keep)]
+        return Graph(nodes, [pos[r] for r in roots], self.variables)
+
     @property
     def active(self) -> tuple:
         """active[i]: node i depends on at least one variable (only those need derivatives)."""

@@ -53,6 +53,8 @@ class Primitive:
     # its derivative.
     switch: Callable | None = None
     switch_kind: str = ""
+    # the arguments the switch reads (empty: all); a switch whose arguments stay put cannot flip
+    switch_reads: tuple = ()
     # The CUDA C expression behind the value, for the fused GPU kernel (gradcli/batch/cuda.py). "{k}" is
     # argument k: always an atom there (a local, an input or a cast constant), so a template parenthesises
     # only itself. It holds for float and double alike: the math functions are CUDA's overloads, and
@@ -221,7 +223,8 @@ _prim("mul", 2, lambda xp, x, y: x * y, (lambda F, a, x, y: y, lambda F, a, x, y
 _prim("div", 2, lambda xp, x, y: x / y, (lambda F, a, x, y: 1 / y, lambda F, a, x, y: -a / y),
       lambda S, x, y: x / y, public=False, doc="x / y", sample=((-2.0, 2.0), (0.5, 2.0)),
       domain=lambda xp, x, y: y != 0, domain_text="divisor != 0", ufunc=("divide",),
-      switch=lambda xp, x, y: y, switch_kind="pole", cuda="({0} / {1})", numba=lambda a, b: a / b)
+      switch=lambda xp, x, y: y, switch_kind="pole", switch_reads=(1,), cuda="({0} / {1})",
+      numba=lambda a, b: a / b)
 _prim("neg", 1, lambda xp, x: -x, lambda F, a, x: -1.0, lambda S, x: -x, public=False, doc="-x",
       ufunc=("negative",), cuda="(-{0})", numba=lambda a: -a)
 _prim("pow", 2, _pow,
