@@ -136,7 +136,10 @@ def test_vector_valued_expression_has_a_jacobian():
 def test_method_selection():
     assert parse_methods(["forward,reverse", "central"]) == ["forward", "reverse", "central"]
     r = gradcli.grad("x**3", x=2.0, methods=["forward"])
-    assert list(r.methods) == ["forward"] and r.reference == "symbolic"
+    assert list(r.methods) == ["forward"] and r.reference == "consensus"  # no symbolic method, no sympy
+    assert r.gradient["x"] == 12.0 and r.status == "agree"
+    r = gradcli.grad("x**3", x=2.0, methods=["forward", "symbolic"])
+    assert list(r.methods) == ["symbolic", "forward"] and r.reference == "symbolic"
     with pytest.raises(ValueError, match="unknown method"):
         parse_methods(["backward"])
 
