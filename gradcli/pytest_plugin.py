@@ -89,9 +89,7 @@ class GradcliFile(pytest.File):
     """A model file: one item per check it registers."""
 
     def collect(self):
-        from .checks.session import collect
-
-        specs, errors = collect([str(self.path)])
+        specs, errors = _session().collect([str(self.path)])
         if errors:
             raise self.CollectError("; ".join(f"{e['file']}: {e['message']}" for e in errors))
         defaults = _defaults(str(self.path))
@@ -113,9 +111,8 @@ class GradcliItem(pytest.Item):
         self.spec, self.defaults = spec, defaults
 
     def runtest(self):
-        from .checks.session import run_one
 
-        result = run_one(self.spec, self.defaults)
+        result = _session().run_one(self.spec, self.defaults)
         if result.status == "skipped":
             pytest.skip(result.message or "skipped")
         if result.status != "pass":
@@ -130,6 +127,13 @@ class GradcliItem(pytest.Item):
         return self.path, max(self.spec.line - 1, 0), f"gradcli check {self.name}"
 
 
+def _session():
+    """gradcli's checking machinery, imported on first use: the plugin is loaded by every pytest run."""
+    from .checks import session
+
+    return session
+
+
 def _describe(results) -> str:
     from .render.check import result_text
 
@@ -137,10 +141,8 @@ def _describe(results) -> str:
 
 
 def _defaults(path: str) -> dict:
-    from .checks.session import load_defaults
-
     try:
-        return load_defaults(path)
+        return _session().load_defaults(path)
     except BadInput as exc:
         raise pytest.UsageError(f"gradcli: {exc.message}") from None
 
@@ -150,8 +152,7 @@ def pytest_runtest_call(item):
     marker = item.get_closest_marker("gradcli")
     if marker is None:
         return
-    from .checks.session import collect, run_checks
-
+    session = _session()
     if not marker.args:
         pytest.fail("@pytest.mark.gradcli needs at least one model file or folder", pytrace=False)
     root = str(item.config.rootpath)
@@ -160,12 +161,12 @@ def pytest_runtest_call(item):
     if missing:
         pytest.fail(f"gradcli: {missing[0]}: no such file or directory", pytrace=False)
     pattern = marker.kwargs.get("k")
-    specs, errors = collect(paths, pattern)
+    specs, errors = session.collect(paths, pattern)
     if errors:
         pytest.fail("gradcli: " + "; ".join(f"{e['file']}: {e['message']}" for e in errors), pytrace=False)
     if not specs:
         pytest.fail(f"gradcli: no check matches -k {pattern!r}" if pattern else "gradcli: no checks", pytrace=False)
-    results = run_checks(specs, _defaults(paths[0])).checks
+    results = session.run_checks(specs, _defaults(paths[0])).checks
     bad = [r for r in results if r.status not in ("pass", "skipped")]
     if bad:
         pytest.fail(_describe(bad), pytrace=False)

@@ -30,6 +30,7 @@ import sys
 import numpy as np
 
 from ..errors import BadInput
+from ..parser import ParseError, parse
 from .spec import OPTIONS, REGISTRY, CheckSpec
 
 MODES = ("auto", "full", "fast")
@@ -163,8 +164,6 @@ def _registrar(specs, kind):
 
 
 def _register_expression(text, grad, vjp, inputs, options, where, reg):
-    from ..parser import ParseError, parse
-
     try:
         graph = parse(text)
     except ParseError as exc:

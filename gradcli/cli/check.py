@@ -8,8 +8,11 @@ import time
 
 import click
 
+from ..checks import session
 from ..errors import BadInput
+from ..render.check import render_check_report
 from ..render.json import dumps
+from ..render.junit import junit_target, junit_xml, write_atomic
 from .common import JsonCommand, console, fail
 
 #: Checks are run with a progress bar (stderr, terminals only, never with --json) once a run has
@@ -52,11 +55,6 @@ def check(paths, pattern, as_json, junit, mode, seed, rtol, atol, taylor):
     (a kink, outside the domain) and nothing failed.
     """
     started = time.perf_counter()
-    # the checking machinery (numpy tracing, the runner) loads when a check runs, not with every command
-    from ..checks import session
-    from ..render.check import render_check_report
-    from ..render.junit import junit_target, junit_xml, write_atomic
-
     try:
         cli_defaults = _check_options(paths, seed, rtol, atol, mode)
         if taylor:
@@ -110,8 +108,6 @@ def _check_options(paths, seed, rtol, atol, mode) -> dict:
 def run_report(specs, defaults: dict, errors=(), progress_console=None, started: float | None = None):
     """Run every spec (gradcli.checks.session) with a progress bar on ``progress_console`` once it is slow
     -> CheckReport."""
-    from ..checks import session
-
     started = time.perf_counter() if started is None else started
     with _Progress(progress_console, started, len(specs)) as progress:
         return session.run_checks(specs, defaults, errors, progress)

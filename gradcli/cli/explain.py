@@ -8,6 +8,10 @@ import numpy as np
 
 from ..api import direction_vector, prepare
 from ..errors import BadInput
+from ..explain import CAP
+from ..explain import explain as build
+from ..parser import parse_constant
+from ..render.explain import render_explanation
 from ..render.json import dumps
 from .common import JsonCommand, console, fail, parse_assignments, parse_direction
 
@@ -43,11 +47,6 @@ def explain(expr, at, tangent, show_all, timeout, as_json):
     Exit codes: 0 explained, 2 bad input, 3 the point is undefined or not differentiable (what can be
     computed is still explained).
     """
-    from ..explain import CAP
-    from ..explain import explain as build
-    from ..parser import parse_constant
-    from ..render.explain import render_explanation
-
     try:
         if not 0 <= timeout <= 1e6:  # also rejects nan; 0 means no limit
             raise BadInput("--timeout must be a number of seconds from 0 (no limit) to 1e6")

@@ -18,7 +18,7 @@ from ..batch.backend import execute
 from ..batch.compile import compile_graph
 from ..diagnose import diagnose_points, output_masks
 from ..graph import Graph, evaluate, node_values
-from ..methods import numeric
+from ..methods import numeric, symbolic
 from ..primitives import PRIMITIVES
 
 EPS = float(np.finfo(np.float64).eps)
@@ -129,8 +129,7 @@ def plot_data(graph: Graph, var: str, lo: float, hi: float, fixed: dict, n: int 
 
 def _symbolic_on_grid(graph, var, inputs, n, timeout):
     """sympy's derivative by ``var`` as a graph, evaluated on the grid -> (values or None, text, why)."""
-    from ..batch.sym_graph import Unsupported, to_graph
-    from ..methods import symbolic
+    from ..batch.sym_graph import Unsupported, to_graph  # imports sympy: only where a plot needs it
 
     res = symbolic.derivatives(graph, timeout)
     if res.status != "ok":
@@ -255,8 +254,6 @@ def step_data(graph: Graph, point: dict, var: str | None = None, steps=DEFAULT_S
 def _reference(graph, point, k, output, messages, timeout):
     """The reference derivative as a double-double (hi, lo), so that errors below 1e-16 still show:
     sympy's 35 digits; where sympy is unavailable, complex step (or Richardson), said in messages."""
-    from ..methods import symbolic
-
     sym = symbolic.symbolic(graph, point, timeout=timeout)
     if sym.status == "ok":
         v = sym.values[output][k]
