@@ -43,9 +43,14 @@ PAIRS = [
 ]
 
 
+#: Children may write .pyc files: an installed package has them (pip compiles at install), and a
+#: PYTHONDONTWRITEBYTECODE inherited from the shell would make every gradcli run compile its sources.
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def run_once(cmd: list) -> float:
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
+    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT, env=ENV)
     elapsed = time.perf_counter() - t0
     if p.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed (exit {p.returncode}):\n{p.stderr.decode()}")
