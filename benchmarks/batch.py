@@ -25,9 +25,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from gradcli.batch import backend  # noqa: E402
-from gradcli.batch.compile import compile_graph  # noqa: E402
-from gradcli.parser import parse  # noqa: E402
+from gradcli.engines import backend  # noqa: E402
+from gradcli.engines.program import compile_graph  # noqa: E402
+from gradcli.core.parser import parse  # noqa: E402
 
 E4_TEXT = " + ".join(f"sin({k}*x + y)*exp(-{k}*z)" for k in range(1, 11))
 EXPRESSIONS = {

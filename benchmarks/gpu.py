@@ -4,7 +4,7 @@
 
 For E1-E4, at each size and dtype, with the points already on the device:
 
-* ``gradcli``: ``gradcli.batch.cuda.execute``, one fused ElementwiseKernel (what ``--device cuda`` runs);
+* ``gradcli``: ``gradcli.engines.cuda.execute``, one fused ElementwiseKernel (what ``--device cuda`` runs);
 * ``jax``: ``jit(vmap(value_and_grad(f)))`` on the same GPU (skipped if JAX has no GPU);
 * ``cupy-tape``: the same compiled program run instruction by instruction, one CuPy ufunc per
   instruction over whole arrays (every intermediate goes through device memory).
@@ -33,10 +33,10 @@ try:
 except Exception as exc:  # pragma: no cover - a machine without CuPy
     sys.exit(f"benchmarks/gpu.py needs CuPy and a CUDA device: {exc}")
 
-from gradcli.batch import cuda  # noqa: E402
-from gradcli.batch.compile import compile_graph  # noqa: E402
-from gradcli.parser import parse  # noqa: E402
-from gradcli.primitives import PRIMITIVES  # noqa: E402
+from gradcli.engines import cuda  # noqa: E402
+from gradcli.engines.program import compile_graph  # noqa: E402
+from gradcli.core.parser import parse  # noqa: E402
+from gradcli.core.primitives import PRIMITIVES  # noqa: E402
 
 E4_TEXT = " + ".join(f"sin({k}*x + y)*exp(-{k}*z)" for k in range(1, 11))
 EXPRESSIONS = {

@@ -41,10 +41,10 @@ for m in ("numpy", "cupy-cuda12x", "cupy-cuda13x", "jax", "jaxlib", "click", "sy
         print(f"{m} {md.version(m)}")
     except md.PackageNotFoundError:
         print(f"{m}: not installed")
-from gradcli.batch.device import cuda_status, resolve_device
+from gradcli.engines.device import cuda_status, resolve_device
 print("cuda_status:", cuda_status(), "auto ->", resolve_device("auto"))
 EOF
-"$PY" -c "from gradcli.batch.device import cuda_status; raise SystemExit(0 if cuda_status()[0] else 3)"
+"$PY" -c "from gradcli.engines.device import cuda_status; raise SystemExit(0 if cuda_status()[0] else 3)"
 gpu=$?
 
 echo "== GPU tests ($((SECONDS - start)) s)"

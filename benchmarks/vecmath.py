@@ -18,7 +18,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from gradcli.batch import vecmath as vm  # noqa: E402
+from gradcli.engines import vecmath as vm  # noqa: E402
 
 NAMES = ["exp", "log", "tanh", "cosh", "sigmoid", "sin + cos"]
 

@@ -88,7 +88,7 @@ def random_expr(rng: random.Random, leaves: int) -> str:
 
 def corpus() -> dict:
     """{"grad": [(expr, point)], "batch": [(expr, domain, seed)]}, the same on every call."""
-    from gradcli.parser import parse  # whichever tree is on the path: parsing is not under test
+    from gradcli.core.parser import parse  # whichever tree is on the path: parsing is not under test
 
     rng = random.Random(20261201)
     cases = list(FIXED)

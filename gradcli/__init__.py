@@ -16,8 +16,8 @@ __version__ = "0.1.0"
 _PUBLIC = {
     "grad": "gradcli.api",
     "hessian": "gradcli.api",
-    "BadInput": "gradcli.errors",
-    "compile": "gradcli.batch.compiled",
+    "BadInput": "gradcli.core.errors",
+    "compile": "gradcli.engines.compiled",
     "grad_batch": "gradcli.batch.api",
     "check": "gradcli.checks.registry",
 }

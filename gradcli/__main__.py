@@ -1,3 +1,3 @@
-from .cli import main
+from gradcli.cli import main
 
 main(prog_name="gradcli")

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import math
 
-from .compare import compare_point
-from .errors import BadInput
-from .graph import Graph
-from .parser import ParseError, parse, suggest_call, suspicious_variables
-from .report import GradReport, HessianReport
+from gradcli.verdict.point import compare_point
+from gradcli.core.errors import BadInput
+from gradcli.core.graph import Graph
+from gradcli.core.parser import ParseError, parse, suggest_call, suspicious_variables
+from gradcli.verdict.report import GradReport, HessianReport
 
 
 def parse_expression(expr: str) -> Graph:
@@ -80,7 +80,7 @@ def hessian(expr: str, point: dict | None = None, *, methods=None, rtol=None, at
     """
     # here, not at the top: methods/hessian imports sympy, which grad at a point without the symbolic
     # method must not load
-    from .hessian_compare import compare_hessian, require_scalar
+    from gradcli.verdict.hessian import compare_hessian, require_scalar
 
     graph, clean, warnings = prepare(expr, {**(point or {}), **values})
     require_scalar(graph)

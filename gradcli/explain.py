@@ -18,11 +18,11 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .diagnose import diagnose
-from .graph import Graph
-from .methods import forward, numeric, reverse, symbolic
-from .methods.forward import Dual, split
-from .report import EXIT_OK, EXIT_UNDEFINED, finite_or_none
+from gradcli.verdict.diagnose import diagnose
+from gradcli.core.graph import Graph
+from gradcli.methods import forward, numeric, reverse, symbolic
+from gradcli.methods.forward import Dual, split
+from gradcli.verdict.report import EXIT_OK, EXIT_UNDEFINED, finite_or_none
 
 #: Above this many nodes, lists show their first and last HEAD/TAIL entries and the tree stops at
 #: TREE_DEPTH levels and TREE_ROWS rows; ``cap=None`` (``--all``) lifts every limit.

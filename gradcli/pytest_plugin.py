@@ -24,7 +24,7 @@ import os
 
 import pytest
 
-from .errors import BadInput
+from gradcli.core.errors import BadInput
 
 
 def pytest_addoption(parser):
@@ -129,13 +129,13 @@ class GradcliItem(pytest.Item):
 
 def _session():
     """gradcli's checking machinery, imported on first use: the plugin is loaded by every pytest run."""
-    from .checks import session
+    from gradcli.checks import session
 
     return session
 
 
 def _describe(results) -> str:
-    from .render.check import result_text
+    from gradcli.render.check import result_text
 
     return "\n\n".join(result_text(r) for r in results)
 

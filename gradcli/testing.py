@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import sys
 
-from .checks.registry import build_spec
-from .checks.runner import run_check
-from .render.check import result_text
+from gradcli.checks.registry import build_spec
+from gradcli.checks.runner import run_check
+from gradcli.render.check import result_text
 
 __all__ = ["assert_gradients", "format_failure"]
 

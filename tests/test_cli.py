@@ -18,9 +18,9 @@ import pytest
 import gradcli
 from gradcli import __version__
 from gradcli.cli import COMMANDS, command_docstring, load_command, main
-from gradcli.exit_codes import EXIT_CODES, exit_code
-from gradcli.primitives import PRIMITIVES
-from gradcli.report import METHOD_ORDER
+from gradcli.verdict.exit_codes import EXIT_CODES, exit_code
+from gradcli.core.primitives import PRIMITIVES
+from gradcli.verdict.report import METHOD_ORDER
 from cli_helpers import PLAIN_ENV, RUNNER, strict_json
 
 # a numpy RuntimeWarning would reach the user's stderr: make it an error that fails the test

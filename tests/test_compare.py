@@ -6,10 +6,10 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
 import gradcli
-from gradcli.compare import compare_point, magnitudes, parse_methods
-from gradcli.diagnose import diagnose
+from gradcli.verdict.point import compare_point, magnitudes, parse_methods
+from gradcli.verdict.diagnose import diagnose
 from gradcli.methods import forward, reverse, symbolic
-from gradcli.parser import parse
+from gradcli.core.parser import parse
 from strategies import coords, expressions
 
 KNOWN = [
@@ -87,7 +87,7 @@ def test_constant_subexpressions_outside_a_domain_are_undefined_values():
 
 
 def test_a_wrong_method_is_flagged(monkeypatch):
-    from gradcli.primitives import PRIMITIVES
+    from gradcli.core.primitives import PRIMITIVES
 
     sin = PRIMITIVES["sin"]
     monkeypatch.setitem(PRIMITIVES, "sin", sin.__class__(**{**sin.__dict__, "partials": (

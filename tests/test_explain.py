@@ -9,9 +9,9 @@ import pytest
 
 from gradcli.cli import main
 from gradcli.explain import CAP, HEAD, TAIL, Gap, explain
-from gradcli.graph import node_values
+from gradcli.core.graph import node_values
 from gradcli.methods import forward, numeric
-from gradcli.parser import parse
+from gradcli.core.parser import parse
 from gradcli.render.explain import accumulation, num
 from gradcli.render.table import fmt_error
 from cli_helpers import PLAIN_ENV, RUNNER, strict_json

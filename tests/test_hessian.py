@@ -6,14 +6,14 @@ import sympy
 from hypothesis import HealthCheck, assume, given, settings
 
 import gradcli
-from gradcli.diagnose import diagnose_hessian
-from gradcli.errors import BadInput
-from gradcli.graph import GraphBuilder
-from gradcli.hessian_compare import definiteness, symmetry
+from gradcli.verdict.diagnose import diagnose_hessian
+from gradcli.core.errors import BadInput
+from gradcli.core.graph import GraphBuilder
+from gradcli.verdict.hessian import definiteness, symmetry
 from gradcli.methods import hessian as hm
 from gradcli.methods import reverse
-from gradcli.parser import parse
-from gradcli.primitives import PRIMITIVES
+from gradcli.core.parser import parse
+from gradcli.core.primitives import PRIMITIVES
 from strategies import coords, expressions
 from test_primitives import sample_points
 

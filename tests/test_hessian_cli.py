@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 
 from gradcli.cli import main
-from gradcli.primitives import PRIMITIVES
+from gradcli.core.primitives import PRIMITIVES
 from cli_helpers import PLAIN_ENV, RUNNER, strict_json
 
 

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gradcli.graph import Graph, evaluate
-from gradcli.parser import ParseError, parse, parse_constant, suggest_call, suspicious_variables
-from gradcli.primitives import FUNCTION_NAMES, PRIMITIVES
+from gradcli.core.graph import Graph, evaluate
+from gradcli.core.parser import ParseError, parse, parse_constant, suggest_call, suspicious_variables
+from gradcli.core.primitives import FUNCTION_NAMES, PRIMITIVES
 
 X, Y, Z = 1.7, -0.3, 2.5
 POINT = {"x": X, "y": Y, "z": Z}
@@ -411,7 +411,7 @@ def test_suspicious_variables():
 # --- no eval, anywhere -----------------------------------------------------------------------------------
 
 def test_parser_source_never_evaluates_text():
-    source = (pathlib.Path(__file__).parents[1] / "gradcli" / "parser.py").read_text()
+    source = (pathlib.Path(__file__).parents[1] / "gradcli" / "core" / "parser.py").read_text()
     for banned in ("eval(", "exec(", "sympify", "import ast", "__import__", "getattr("):
         assert banned not in source
     assert not re.search(r"(?<!re\.)\bcompile\(", source)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from gradcli.cli import main
-from gradcli.parser import parse
+from gradcli.core.parser import parse
 from gradcli.plotting.data import branch_slopes, plot_data, segments, step_data
 from cli_helpers import RUNNER
 

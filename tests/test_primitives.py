@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import sympy
 
-from gradcli.graph import GraphBuilder
+from gradcli.core.graph import GraphBuilder
 from gradcli.methods import forward, numeric, reverse
 from gradcli.methods.forward import Dual, DualOps
-from gradcli.primitives import FUNCTION_NAMES, PRIMITIVES, NumericOps
+from gradcli.core.primitives import FUNCTION_NAMES, PRIMITIVES, NumericOps
 
 NAMES = sorted(PRIMITIVES)
 

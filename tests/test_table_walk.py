@@ -1,6 +1,6 @@
 """Every primitive through every engine, against its own entry and against sympy.
 
-A primitive's entry (gradcli/primitives.py) holds all its forms; each engine reads one of them. Here each
+A primitive's entry (gradcli/core/primitives.py) holds all its forms; each engine reads one of them. Here each
 engine computes the primitive's value and derivatives at points of the entry's sample box, and both are
 compared with independent references: the value with the entry's numpy ``value`` and with the sympy form
 at 40 digits, the derivatives with ``sympy.diff`` of the sympy form (sympy's own rules, never the
@@ -22,12 +22,12 @@ import numpy as np
 import pytest
 import sympy
 
-from gradcli.batch import cpu, numba_backend
-from gradcli.batch.compile import compile_graph
-from gradcli.batch.sym_graph import heads, to_graph
-from gradcli.graph import evaluate
+from gradcli.engines import cpu, numba_engine as numba_backend
+from gradcli.engines.program import compile_graph
+from gradcli.methods.sym_graph import heads, to_graph
+from gradcli.core.graph import evaluate
 from gradcli.methods import forward, reverse
-from gradcli.primitives import PRIMITIVES
+from gradcli.core.primitives import PRIMITIVES
 from gradcli.trace import kind_of, trace
 from test_primitives import exact, one_node_graph, sample_points, sym_args
 
@@ -192,7 +192,7 @@ def test_numba_cache_fingerprint_follows_the_table(monkeypatch):
     """numba keys its disk cache on numba_backend.py alone; the kernel carries this digest of the table's
     numba forms (and their order) and recompiles when it differs, so a table edit never runs a stale
     kernel. It must be the same in every process (no addresses), and change with any form."""
-    code = "from gradcli.batch import numba_backend as nb; print(nb.FINGERPRINT)"
+    code = "from gradcli.engines import numba_engine as nb; print(nb.FINGERPRINT)"
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert int(other.stdout) == numba_backend.FINGERPRINT == numba_backend.table_fingerprint()
     tan = PRIMITIVES["tan"]

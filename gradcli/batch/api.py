@@ -3,15 +3,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..api import parse_expression
-from ..compare import parse_methods
-from ..errors import BadInput
-from ..methods.symbolic import DEFAULT_TIMEOUT
-from ..parser import parse_constant, suggest_call, suspicious_variables
-from .compare import DEFAULT_CHUNK, WORST, run_batch
-from .device import resolve_target
-from .points import ArrayPoints, OutWriter, Sampler, check_arrays, parse_domains, read_points
-from .report import BatchReport
+from gradcli.api import parse_expression
+from gradcli.verdict.point import parse_methods
+from gradcli.core.errors import BadInput
+from gradcli.methods.symbolic import DEFAULT_TIMEOUT
+from gradcli.core.parser import parse_constant, suggest_call, suspicious_variables
+from gradcli.batch.compare import DEFAULT_CHUNK, WORST, run_batch
+from gradcli.engines.device import resolve_target
+from gradcli.batch.points import ArrayPoints, OutWriter, Sampler, check_arrays, parse_domains, read_points
+from gradcli.batch.report import BatchReport
 
 DTYPES = {"float64": np.float64, "float32": np.float32}
 

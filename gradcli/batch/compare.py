@@ -19,19 +19,19 @@ import time
 
 import numpy as np
 
-from ..compare import parse_methods
-from ..graph import Graph
-from ..methods import numeric, symbolic
-from ..report import METHOD_ORDER
-from ..verdict import tolerance as vt
-from ..verdict.constants import NUMERICAL, TOLERANCES
-from ..verdict.status import batch_verdict
-from ..verdict.tolerance import batch_floor_share
-from . import methods as bm
-from .backend import choose_engine, execute
-from .compile import compile_graph
-from .report import BatchMethod, BatchReport
-from .sym_graph import Unsupported, to_graph
+from gradcli.verdict.point import parse_methods
+from gradcli.core.graph import Graph
+from gradcli.methods import numeric, symbolic
+from gradcli.verdict.report import METHOD_ORDER
+from gradcli.verdict import tolerance as vt
+from gradcli.verdict.constants import NUMERICAL, TOLERANCES
+from gradcli.verdict.status import batch_verdict
+from gradcli.verdict.tolerance import batch_floor_share
+from gradcli.batch import methods as bm
+from gradcli.engines.backend import choose_engine, execute
+from gradcli.engines.program import compile_graph
+from gradcli.batch.report import BatchMethod, BatchReport
+from gradcli.methods.sym_graph import Unsupported, to_graph
 
 DEFAULT_CHUNK = 65536
 WORST = 5

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..diagnose import diagnose_batch as diagnose, straddles  # noqa: F401 - diagnose: batch/compare's name
-from ..graph import Graph, evaluate
-from ..methods.forward import Dual, DualOps, sweep
-from ..verdict import differences
-from ..verdict.constants import CENTRAL_CANDIDATES, COMPLEX_STEP, STRADDLE_BUDGET
-from ..verdict.differences import best_central, central_candidates
+from gradcli.verdict.diagnose import diagnose_batch as diagnose, straddles  # noqa: F401 - diagnose: batch/compare's name
+from gradcli.core.graph import Graph, evaluate
+from gradcli.methods.forward import Dual, DualOps, sweep
+from gradcli.verdict import differences
+from gradcli.verdict.constants import CENTRAL_CANDIDATES, COMPLEX_STEP, STRADDLE_BUDGET
+from gradcli.verdict.differences import best_central, central_candidates
 
 
 def _n_points(inputs: dict, n: int | None) -> int:
@@ -26,7 +26,7 @@ def _n_points(inputs: dict, n: int | None) -> int:
 
 def outputs(graph: Graph, inputs: dict, xp, dtype, n: int | None = None, jiggle=None) -> object:
     """The outputs of ``graph`` at the chunk -> array (len(graph.outputs), points); ``jiggle`` as
-    :func:`gradcli.graph.evaluate`'s."""
+    :func:`gradcli.core.graph.evaluate`'s."""
     N = _n_points(inputs, n)
     outs = evaluate(graph, inputs, xp=xp, dtype=dtype, jiggle=jiggle)
     out = xp.empty((len(outs), N), dtype=dtype)

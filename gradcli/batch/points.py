@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..assignments import split_top_level
-from ..errors import BadInput
-from ..files import PendingFile, atomic_write
+from gradcli.core.assignments import split_top_level
+from gradcli.core.errors import BadInput
+from gradcli.core.files import PendingFile, atomic_write
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..exit_codes import exit_code
-from ..render.json import batch_document, batch_method_document
+from gradcli.verdict.exit_codes import exit_code
+from gradcli.render.json import batch_document, batch_method_document
 
 
 @dataclass

@@ -15,9 +15,9 @@ import re
 import sys
 import traceback
 
-from ..errors import BadInput
-from .interrupt import is_user_interrupt, raised_by_user_code
-from .spec import REGISTRY
+from gradcli.core.errors import BadInput
+from gradcli.checks.interrupt import is_user_interrupt, raised_by_user_code
+from gradcli.checks.spec import REGISTRY
 
 #: Folders never searched (besides hidden ones and virtual environments, found by their pyvenv.cfg).
 SKIP_DIRS = {"__pycache__", "site-packages", "node_modules"}

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import numeric as num
-from .context import (ESTIMATE_SAFETY, MAX_MISMATCHES, NUMERIC_CAP, SAMPLE, CheckContext, Outcome, Verdict,
-                      at_text, combine, mismatch, summarize)
-from .under_test import user_gradient, user_vjp_at
+from gradcli.checks import numeric as num
+from gradcli.checks.context import (
+    ESTIMATE_SAFETY, MAX_MISMATCHES, NUMERIC_CAP, SAMPLE, CheckContext, Outcome, Verdict, at_text, combine,
+    mismatch, summarize)
+from gradcli.checks.under_test import user_gradient, user_vjp_at
 
 #: An input's typical gradient magnitude is at least this share of the whole gradient's.
 GLOBAL_SHARE = 1e-3

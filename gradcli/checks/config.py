@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import os
 
-from ..errors import BadInput
-from .registry import validate_options
-from .spec import OPTIONS
+from gradcli.core.errors import BadInput
+from gradcli.checks.registry import validate_options
+from gradcli.checks.spec import OPTIONS
 
 
 def _toml():

@@ -12,8 +12,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..verdict.constants import CHECK_ESTIMATE_SAFETY
-from .result import MethodSummary, Mismatch
+from gradcli.verdict.constants import CHECK_ESTIMATE_SAFETY
+from gradcli.checks.result import MethodSummary, Mismatch
 
 #: Default relative tolerance by the dtype under test; ``rtol``/``atol`` options replace it.
 RTOL = {"float64": 1e-6, "float32": 2e-4}

@@ -1,6 +1,6 @@
 """String checks: ``gradcli.check("x*sin(y)", grad={"x": "sin(y)", ...}, x=1.0, y=2.0)`` as functions.
 
-The expression is evaluated with ``gradcli.graph.evaluate`` (never ``eval``), elementwise over array
+The expression is evaluated with ``gradcli.core.graph.evaluate`` (never ``eval``), elementwise over array
 inputs, which broadcast together. The ``grad=`` expressions are the elementwise partial derivatives;
 the vjp under test is ``g * d`` summed down to each input's shape. The AD reference is gradcli's own
 reverse mode (``gradcli.methods.reverse``) on the expression's graph: it reads the primitive table's
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph import evaluate, node_values
-from ..methods.reverse import F, Var
-from ..methods.reverse import grad as reverse_grad
-from ..parser import parse
+from gradcli.core.graph import evaluate, node_values
+from gradcli.methods.reverse import F, Var
+from gradcli.methods.reverse import grad as reverse_grad
+from gradcli.core.parser import parse
 
 
 def _stack(outs):

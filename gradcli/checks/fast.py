@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import numeric as num
-from .compare import CLOSER, describe_under_test, judge, reference_text, under_test_name, verdict_of_elements
-from .context import DIRECTIONS, ESTIMATE_SAFETY, CheckContext, Outcome, Verdict, combine, summarize
-from .result import Mismatch
-from .under_test import user_gradient, user_vjp_at
+from gradcli.checks import numeric as num
+from gradcli.checks.compare import (
+    CLOSER, describe_under_test, judge, reference_text, under_test_name, verdict_of_elements)
+from gradcli.checks.context import (
+    DIRECTIONS, ESTIMATE_SAFETY, CheckContext, Outcome, Verdict, combine, summarize)
+from gradcli.checks.result import Mismatch
+from gradcli.checks.under_test import user_gradient, user_vjp_at
 
 
 def compare_fast(ctx: CheckContext) -> Outcome:

@@ -9,7 +9,7 @@ Three forms, all recording one :class:`~gradcli.checks.spec.CheckSpec` in ``REGI
     gradcli.check("x*sin(y)", grad={"x": "sin(y)", "y": "x*cos(y)"}, x=1.0, y=2.0)   # returns the spec
 
 Keywords named in ``OPTIONS`` are options, every other keyword is an input; ``inputs={...}`` passes
-inputs whose names clash with an option. Bad options are :class:`~gradcli.errors.BadInput` at
+inputs whose names clash with an option. Bad options are :class:`~gradcli.core.errors.BadInput` at
 registration, so a model file with a typo fails to import (exit 2) instead of checking the wrong thing.
 
 Inputs given as a shape (a tuple of ints, ``()`` included) are drawn, in the order the inputs are given,
@@ -29,9 +29,9 @@ import sys
 
 import numpy as np
 
-from ..errors import BadInput
-from ..parser import ParseError, parse
-from .spec import OPTIONS, REGISTRY, CheckSpec
+from gradcli.core.errors import BadInput
+from gradcli.core.parser import ParseError, parse
+from gradcli.checks.spec import OPTIONS, REGISTRY, CheckSpec
 
 MODES = ("auto", "full", "fast")
 DTYPES = ("float64", "float32")

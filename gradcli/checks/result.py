@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..report import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, EXIT_UNDEFINED, finite_or_none
-from .interrupt import EXIT_INTERRUPTED
+from gradcli.verdict.report import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, EXIT_UNDEFINED, finite_or_none
+from gradcli.checks.interrupt import EXIT_INTERRUPTED
 
 #: Check statuses, and whether each one fails the run (exit 1).
 STATUSES = ("pass", "fail", "error", "inconclusive", "nondifferentiable", "undefined", "skipped")

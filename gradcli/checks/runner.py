@@ -34,20 +34,20 @@ import time
 
 import numpy as np
 
-from .. import trace as tracing
-from ..errors import BadInput
-from . import numeric as num
-from . import second_order, taylor
-from .compare import compare_full
-from .context import (AUTO_FULL_MAX, RTOL, TAYLOR_RESOLUTION, CheckContext, Outcome, Verdict, call_selected,
-                      index_text)
-from .expression import expression_functions
-from .fast import compare_fast
-from .interrupt import is_user_interrupt, raised_by_user_code
-from .registry import materialize, validate_options
-from .result import CheckResult
-from .spec import OPTIONS
-from .under_test import user_traceback
+from gradcli import trace as tracing
+from gradcli.core.errors import BadInput
+from gradcli.checks import numeric as num
+from gradcli.checks import second_order, taylor
+from gradcli.checks.compare import compare_full
+from gradcli.checks.context import (
+    AUTO_FULL_MAX, RTOL, TAYLOR_RESOLUTION, CheckContext, Outcome, Verdict, call_selected, index_text)
+from gradcli.checks.expression import expression_functions
+from gradcli.checks.fast import compare_fast
+from gradcli.checks.interrupt import is_user_interrupt, raised_by_user_code
+from gradcli.checks.registry import materialize, validate_options
+from gradcli.checks.result import CheckResult
+from gradcli.checks.spec import OPTIONS
+from gradcli.checks.under_test import user_traceback
 
 __all__ = ["run_check", "user_traceback", "RTOL"]
 

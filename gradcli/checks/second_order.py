@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import trace as tracing
-from . import numeric as num
-from . import taylor
-from .compare import judge, typical_by_input
-from .context import DIRECTIONS, MAX_MISMATCHES, CheckContext, Outcome, Verdict, at_text, mismatch, summarize
-from .under_test import user_hvp
+from gradcli import trace as tracing
+from gradcli.checks import numeric as num
+from gradcli.checks import taylor
+from gradcli.checks.compare import judge, typical_by_input
+from gradcli.checks.context import (
+    DIRECTIONS, MAX_MISMATCHES, CheckContext, Outcome, Verdict, at_text, mismatch, summarize)
+from gradcli.checks.under_test import user_hvp
 
 
 def _flat_of(ctx, res) -> np.ndarray:

@@ -10,12 +10,12 @@ import time
 import traceback
 from typing import Callable
 
-from ..errors import BadInput
-from . import config
-from .collect import collect, find_files
-from .interrupt import interrupted, is_user_interrupt, watching_sigint
-from .result import CheckReport, CheckResult
-from .runner import run_check
+from gradcli.core.errors import BadInput
+from gradcli.checks import config
+from gradcli.checks.collect import collect, find_files
+from gradcli.checks.interrupt import interrupted, is_user_interrupt, watching_sigint
+from gradcli.checks.result import CheckReport, CheckResult
+from gradcli.checks.runner import run_check
 
 __all__ = ["CheckReport", "collect", "find_files", "load_defaults", "run_checks", "run_one", "watching_sigint"]
 

@@ -11,7 +11,7 @@ import traceback as tb
 
 import numpy as np
 
-from .context import CheckContext, Verdict
+from gradcli.checks.context import CheckContext, Verdict
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

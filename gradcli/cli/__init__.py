@@ -12,7 +12,7 @@ import re
 
 import click
 
-from .. import __version__
+from gradcli import __version__
 
 #: command -> (module, function). Listing them reads each function's docstring from its source, so
 #: that ``gradcli --help`` shows click's own short help without importing the command.

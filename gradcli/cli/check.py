@@ -8,12 +8,12 @@ import time
 
 import click
 
-from ..checks import session
-from ..errors import BadInput
-from ..render.check import render_check_report
-from ..render.json import dumps
-from ..render.junit import junit_target, junit_xml, write_atomic
-from .common import JsonCommand, console, fail
+from gradcli.checks import session
+from gradcli.core.errors import BadInput
+from gradcli.render.check import render_check_report
+from gradcli.render.json import dumps
+from gradcli.render.junit import junit_target, junit_xml, write_atomic
+from gradcli.cli.common import JsonCommand, console, fail
 
 #: Checks are run with a progress bar (stderr, terminals only, never with --json) once a run has
 #: taken this many seconds and has more checks to go.

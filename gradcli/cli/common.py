@@ -9,11 +9,11 @@ import numpy as np
 from rich.console import Console
 
 # the commands import these from here
-from ..assignments import parse_assignments, parse_direction, split_top_level  # noqa: F401
-from ..errors import BadInput
-from ..exit_codes import exit_code
-from ..render.json import dumps, error_document
-from .formats import emit
+from gradcli.core.assignments import parse_assignments, parse_direction, split_top_level  # noqa: F401
+from gradcli.core.errors import BadInput
+from gradcli.verdict.exit_codes import exit_code
+from gradcli.render.json import dumps, error_document
+from gradcli.cli.formats import emit
 
 
 def console(stderr: bool = False) -> Console:

@@ -6,14 +6,14 @@ import sys
 import click
 import numpy as np
 
-from ..api import direction_vector, prepare
-from ..errors import BadInput
-from ..explain import CAP
-from ..explain import explain as build
-from ..parser import parse_constant
-from ..render.explain import render_explanation
-from ..render.json import dumps
-from .common import JsonCommand, console, fail, parse_assignments, parse_direction
+from gradcli.api import direction_vector, prepare
+from gradcli.core.errors import BadInput
+from gradcli.explain import CAP
+from gradcli.explain import explain as build
+from gradcli.core.parser import parse_constant
+from gradcli.render.explain import render_explanation
+from gradcli.render.json import dumps
+from gradcli.cli.common import JsonCommand, console, fail, parse_assignments, parse_direction
 
 
 @click.command(cls=JsonCommand)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 
-from ..errors import BadInput
-from ..methods import symbolic
-from ..render import formats
-from ..render.formats import FORMATS
+from gradcli.core.errors import BadInput
+from gradcli.methods import symbolic
+from gradcli.render import formats
+from gradcli.render.formats import FORMATS
 
 format_option = click.option(
     "--format", "fmt", type=click.Choice(FORMATS, case_sensitive=False), default=None,

@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import click
 
-from ..api import direction_vector, prepare
-from ..compare import compare_point, parse_methods
-from ..errors import BadInput
-from ..parser import parse_constant
-from ..render.table import render_grad
-from .common import JsonCommand, fail, parse_assignments, parse_direction, point_options, run_and_print
-from .formats import check_format, format_option
+from gradcli.api import direction_vector, prepare
+from gradcli.verdict.point import compare_point, parse_methods
+from gradcli.core.errors import BadInput
+from gradcli.core.parser import parse_constant
+from gradcli.render.table import render_grad
+from gradcli.cli.common import (
+    JsonCommand, fail, parse_assignments, parse_direction, point_options, run_and_print)
+from gradcli.cli.formats import check_format, format_option
 
 
 @click.command(cls=JsonCommand)
@@ -62,7 +63,7 @@ def grad(expr, at, methods, rtol, atol, timeout, direction, full, as_json, fmt, 
             fail(BadInput("--direction applies at one point (--at), not in batch mode"), as_json)
         # here, not at the top: batch mode's modules import sympy (its reference is compiled from
         # sympy's derivative) and the engines, which grad at a point must not load
-        from .grad_batch import run_batch_command
+        from gradcli.cli.grad_batch import run_batch_command
 
         run_batch_command(expr, at, methods, rtol, atol, timeout, as_json, batch_n, domains, points_file, seed,
                           device, engine, dtype, chunk, out)

@@ -7,13 +7,13 @@ import sys
 import click
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-from ..batch import api as batch
-from ..batch.device import resolve_target
-from ..compare import parse_methods
-from ..errors import BadInput
-from ..render.batch import render_batch
-from ..render.json import dumps
-from .common import console, fail
+from gradcli.batch import api as batch
+from gradcli.engines.device import resolve_target
+from gradcli.verdict.point import parse_methods
+from gradcli.core.errors import BadInput
+from gradcli.render.batch import render_batch
+from gradcli.render.json import dumps
+from gradcli.cli.common import console, fail
 
 
 def run_batch_command(expr, at, methods, rtol, atol, timeout, as_json, batch_n, domains, points_file, seed, device,

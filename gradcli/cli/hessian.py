@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import click
 
-from ..api import direction_vector, prepare
-from ..errors import BadInput
-from ..hessian_compare import compare_hessian, parse_hessian_methods, require_scalar
-from ..parser import parse_constant
-from ..render.hessian import render_hessian
-from .common import JsonCommand, fail, parse_assignments, parse_direction, point_options, run_and_print
-from .formats import check_format, format_option
+from gradcli.api import direction_vector, prepare
+from gradcli.core.errors import BadInput
+from gradcli.verdict.hessian import compare_hessian, parse_hessian_methods, require_scalar
+from gradcli.core.parser import parse_constant
+from gradcli.render.hessian import render_hessian
+from gradcli.cli.common import (
+    JsonCommand, fail, parse_assignments, parse_direction, point_options, run_and_print)
+from gradcli.cli.formats import check_format, format_option
 
 
 @click.command(cls=JsonCommand)

@@ -10,15 +10,16 @@ import sys
 import click
 import numpy as np
 
-from ..api import parse_expression, prepare
-from ..diagnose import diagnose
-from ..errors import BadInput
-from ..exit_codes import EXIT_OK, exit_code
-from ..parser import parse_constant
-from ..plotting.data import plot_data, step_data
-from ..plotting.render import check_save_path, need, plot_file, plot_terminal, steps_file, steps_terminal
-from ..render.json import dumps
-from .common import JsonCommand, fail, parse_assignments, split_top_level
+from gradcli.api import parse_expression, prepare
+from gradcli.verdict.diagnose import diagnose
+from gradcli.core.errors import BadInput
+from gradcli.verdict.exit_codes import EXIT_OK, exit_code
+from gradcli.core.parser import parse_constant
+from gradcli.plotting.data import plot_data, step_data
+from gradcli.plotting.render import (
+    check_save_path, need, plot_file, plot_terminal, steps_file, steps_terminal)
+from gradcli.render.json import dumps
+from gradcli.cli.common import JsonCommand, fail, parse_assignments, split_top_level
 
 MAX_POINTS = 100_000
 

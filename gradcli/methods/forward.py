@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph import Graph, walk
-from ..primitives import PRIMITIVES, NumericOps, Ops
+from gradcli.core.graph import Graph, walk
+from gradcli.core.primitives import PRIMITIVES, NumericOps, Ops
 
 
 class Dual:
@@ -94,7 +94,7 @@ F = DualOps()
 
 
 def jiggled(jiggle, dtype=np.float64) -> dict:
-    """The hooks of :func:`gradcli.graph.walk` that add one ulp of rounding in the direction of
+    """The hooks of :func:`gradcli.core.graph.walk` that add one ulp of rounding in the direction of
     ``jiggle[i]`` (signs, shape (nodes, 2): value, tangent) to every computed value and tangent and to
     every inexact constant (its exact text is not its float); no hooks for ``jiggle`` None."""
     if jiggle is None:
@@ -118,7 +118,7 @@ def sweep(graph: Graph, seeds: dict, ops: DualOps = F, dtype=np.float64, jiggle=
     arrays, so the same loop serves one point and a batch. With ``jiggle`` (signs, shape (nodes, 2)),
     every computed value and tangent, and every inexact constant, gets one extra rounding error of one
     ulp in that direction: see :func:`rounding_spread`. ``observe(i, dual)`` sees every node's result
-    (:func:`gradcli.graph.walk`)."""
+    (:func:`gradcli.core.graph.walk`)."""
     return walk(graph, ops, seeds, observe=observe, **jiggled(jiggle, dtype))
 
 

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import sympy
 
-from ..graph import Graph, walk
-from . import forward, numeric, reverse, symbolic
-from ..primitives import NumericOps
-from .forward import Dual, DualOps, jiggled, split
-from .reverse import TapeOps, Var
+from gradcli.core.graph import Graph, walk
+from gradcli.methods import forward, numeric, reverse, symbolic
+from gradcli.core.primitives import NumericOps
+from gradcli.methods.forward import Dual, DualOps, jiggled, split
+from gradcli.methods.reverse import TapeOps, Var
 
 #: The tape over dual numbers (forward-over-reverse) and dual numbers over the tape (reverse-over-forward).
 _TAPE_OF_DUALS = TapeOps(DualOps())

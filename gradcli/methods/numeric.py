@@ -13,13 +13,14 @@ import functools
 
 import numpy as np
 
-from ..diagnose import straddles
-from ..graph import Graph, evaluate
-from ..primitives import PRIMITIVES
-from ..verdict.constants import CENTRAL_CANDIDATES, COMPLEX_H, RIDDERS_CON, RIDDERS_ROWS, STRADDLE_BUDGET
-from ..verdict import differences
-from ..verdict.differences import best_central, central_candidates
-from ..verdict.differences import ridders  # noqa: F401 - its home before the verdict layer
+from gradcli.verdict.diagnose import straddles
+from gradcli.core.graph import Graph, evaluate
+from gradcli.core.primitives import PRIMITIVES
+from gradcli.verdict.constants import (
+    CENTRAL_CANDIDATES, COMPLEX_H, RIDDERS_CON, RIDDERS_ROWS, STRADDLE_BUDGET)
+from gradcli.verdict import differences
+from gradcli.verdict.differences import best_central, central_candidates
+from gradcli.verdict.differences import ridders  # noqa: F401 - its home before the verdict layer
 
 #: Elements per vectorised evaluation when the variables are many (memory stays near 100 MB).
 BLOCK_ELEMENTS = 2_000_000

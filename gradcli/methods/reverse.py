@@ -5,8 +5,8 @@ Each operation on a :class:`Var` that requires grad records its arguments and th
 from the output into a Wengert list and accumulates ``adjoint_i += adjoint * partial_i`` from the output
 to the leaves. As in PyTorch: leaves accumulate into ``.grad`` across calls, the saved partials are freed
 after a backward unless ``retain_graph=True``, and ``grad`` is the functional form that leaves ``.grad``
-alone. The tape and :func:`jacobian` (a :class:`~gradcli.graph.Graph` swept directly, without Vars)
-share the one reverse sweep, :func:`gradcli.graph.sweep_back`.
+alone. The tape and :func:`jacobian` (a :class:`~gradcli.core.graph.Graph` swept directly, without Vars)
+share the one reverse sweep, :func:`gradcli.core.graph.sweep_back`.
 """
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..graph import graph_sweep, node_values, sweep_back
-from ..primitives import PRIMITIVES, NumericOps, Ops
+from gradcli.core.graph import graph_sweep, node_values, sweep_back
+from gradcli.core.primitives import PRIMITIVES, NumericOps, Ops
 
 _NUMERIC = NumericOps(np)
 _FREED = ("Trying to backward through the graph a second time (or directly access saved values after they "
@@ -271,7 +271,7 @@ def grad(outputs, inputs: Sequence[Var], seeds=None, retain_graph: bool = False)
 
 
 def local_partials(graph, vals: list, ops: Ops = _NUMERIC):
-    """partial(i, k) for :func:`gradcli.graph.graph_sweep`: node i's partial by its k-th argument from
+    """partial(i, k) for :func:`gradcli.core.graph.graph_sweep`: node i's partial by its k-th argument from
     the table's rule on ``vals`` (every node's value), None where that argument is constant or the rule
     says "no dependence" (the literal 0.0); each node's partials are computed once, when first needed."""
     active, nodes = graph.active, graph.nodes
@@ -297,7 +297,7 @@ def jacobian(graph, point: dict, observe=None) -> tuple[list, np.ndarray]:
     """Values of the graph's outputs at ``point`` and their Jacobian (rows: outputs, columns: variables).
 
     One pass over the nodes gives every value; then one reverse sweep over the graph per output row
-    (:func:`gradcli.graph.graph_sweep`), ``observe(row, node, adjoint, edges)`` seeing each of its
+    (:func:`gradcli.core.graph.graph_sweep`), ``observe(row, node, adjoint, edges)`` seeing each of its
     steps. Division by zero and domain errors give inf/nan, never exceptions.
     """
     with np.errstate(all="ignore"):

@@ -13,8 +13,8 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from ..graph import Graph
-from ..primitives import PRIMITIVES, sympy_constant
+from gradcli.core.graph import Graph
+from gradcli.core.primitives import PRIMITIVES, sympy_constant
 
 DIGITS = 35
 DEFAULT_TIMEOUT = 5.0

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..batch.backend import execute
-from ..batch.compile import compile_graph
-from ..diagnose import diagnose_points, output_masks
-from ..graph import Graph, evaluate, node_values
-from ..methods import numeric, symbolic
-from ..primitives import PRIMITIVES
+from gradcli.engines.backend import execute
+from gradcli.engines.program import compile_graph
+from gradcli.verdict.diagnose import diagnose_points, output_masks
+from gradcli.core.graph import Graph, evaluate, node_values
+from gradcli.methods import numeric, symbolic
+from gradcli.core.primitives import PRIMITIVES
 
 EPS = float(np.finfo(np.float64).eps)
 TINY = float(np.finfo(np.float64).tiny)
@@ -129,7 +129,7 @@ def plot_data(graph: Graph, var: str, lo: float, hi: float, fixed: dict, n: int 
 
 def _symbolic_on_grid(graph, var, inputs, n, timeout):
     """sympy's derivative by ``var`` as a graph, evaluated on the grid -> (values or None, text, why)."""
-    from ..batch.sym_graph import Unsupported, to_graph  # imports sympy: only where a plot needs it
+    from gradcli.methods.sym_graph import Unsupported, to_graph  # imports sympy: only where a plot needs it
 
     res = symbolic.derivatives(graph, timeout)
     if res.status != "ok":
@@ -150,7 +150,7 @@ def _symbolic_on_grid(graph, var, inputs, n, timeout):
 
 def _defects(graph: Graph, var: str, inputs: dict, n: int):
     """Pointwise: where a value is undefined and where the derivative by ``var`` does not exist (the
-    one diagnosis, :func:`gradcli.diagnose.diagnose_points`, over the grid). Between points: which
+    one diagnosis, :func:`gradcli.verdict.diagnose.diagnose_points`, over the grid). Between points: which
     segments cross a pole, a jump or a kink. -> (bad_f, bad_df, f_breaks, df_breaks); breaks are per
     output {index: is_pole}."""
     m = len(graph.outputs)

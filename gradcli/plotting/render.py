@@ -9,9 +9,9 @@ import os
 
 import numpy as np
 
-from ..errors import BadInput
-from ..files import atomic_write
-from .data import PlotData, StepData, segments
+from gradcli.core.errors import BadInput
+from gradcli.core.files import atomic_write
+from gradcli.plotting.data import PlotData, StepData, segments
 
 SAVE_FORMATS = {".png": "png", ".svg": "svg"}
 #: Errors below this are drawn at it: an exact result (error 0) has no place on a log axis.
@@ -208,6 +208,6 @@ def steps_file(data: StepData, path: str, title: str) -> None:
 
 
 def _save(fig, path: str, fmt: str) -> None:
-    """Atomically (:func:`gradcli.files.atomic_write`): the old picture or the complete new one."""
+    """Atomically (:func:`gradcli.core.files.atomic_write`): the old picture or the complete new one."""
     with atomic_write(path, "wb") as fh:
         fig.savefig(fh, format=fmt, dpi=120)

@@ -5,8 +5,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ..batch.report import BatchReport
-from .table import STATUS_STYLE, VERDICT_MARK, VERDICT_STYLE, fmt_error, fmt_number, truncate
+from gradcli.batch.report import BatchReport
+from gradcli.render.table import STATUS_STYLE, VERDICT_MARK, VERDICT_STYLE, fmt_error, fmt_number, truncate
 
 
 def _rate(points: int, seconds: float) -> str:

@@ -6,8 +6,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ..checks.result import CheckReport, CheckResult
-from .table import fmt_error, fmt_number
+from gradcli.checks.result import CheckReport, CheckResult
+from gradcli.render.table import fmt_error, fmt_number
 
 STATUS_STYLE = {"pass": "bold green", "fail": "bold red", "error": "bold red", "inconclusive": "bold magenta",
                 "nondifferentiable": "bold yellow", "undefined": "bold yellow", "skipped": "dim"}

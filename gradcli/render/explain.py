@@ -7,8 +7,8 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from ..explain import Explanation, Gap
-from .table import fmt_error, fmt_exact, fmt_number, header
+from gradcli.explain import Explanation, Gap
+from gradcli.render.table import fmt_error, fmt_exact, fmt_number, header
 
 
 #: The tableau's columns agree to many digits: enough of them to see where they stop agreeing.

@@ -12,9 +12,9 @@ import math
 
 import numpy as np
 
-from ..methods.symbolic import load_sympy
-from .hessian import definiteness_text
-from .table import VERDICT_MARK, fmt_error, fmt_exact, fmt_number
+from gradcli.methods.symbolic import load_sympy
+from gradcli.render.hessian import definiteness_text
+from gradcli.render.table import VERDICT_MARK, fmt_error, fmt_exact, fmt_number
 
 FORMATS = ("markdown", "latex")
 _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",

@@ -5,9 +5,9 @@ from __future__ import annotations
 from rich.console import Group
 from rich.text import Text
 
-from ..report import HessianReport
-from .table import (direction_table, entry_table, fmt_exact, fmt_number, header, method_table, notes_and_verdict,
-                    truncate)
+from gradcli.verdict.report import HessianReport
+from gradcli.render.table import (
+    direction_table, entry_table, fmt_exact, fmt_number, header, method_table, notes_and_verdict, truncate)
 
 DEFINITENESS_TEXT = {
     "minimum": "positive definite",

@@ -12,10 +12,10 @@ import re
 import stat
 import xml.etree.ElementTree as ET
 
-from ..checks.result import CheckReport
-from ..errors import BadInput
-from ..files import atomic_write
-from .check import result_text
+from gradcli.checks.result import CheckReport
+from gradcli.core.errors import BadInput
+from gradcli.core.files import atomic_write
+from gradcli.render.check import result_text
 
 # XML 1.0 cannot hold most control characters, even escaped; a user's message may contain them
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -92,6 +92,6 @@ def junit_target(path: str, inputs=()) -> str:
 
 
 def write_atomic(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (:func:`gradcli.files.atomic_write`)."""
+    """Write ``text`` to ``path`` atomically (:func:`gradcli.core.files.atomic_write`)."""
     with atomic_write(path) as fh:
         fh.write(text)

@@ -4,8 +4,8 @@
 :class:`~gradcli.trace.array.Traced` arrays; the returned :class:`~gradcli.trace.api.Trace` sweeps the
 recorded tape forward (``jvp``) and backward (``vjp``, ``gradient``), and says what could not be traced.
 """
-from .api import Trace, trace
-from .array import Traced
-from .routing import ROUTES, kind_of
+from gradcli.trace.api import Trace, trace
+from gradcli.trace.array import Traced
+from gradcli.trace.routing import ROUTES, kind_of
 
 __all__ = ["trace", "Trace", "Traced", "ROUTES", "kind_of"]

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .array import Traced, lift
-from .tape import Problem, Tape
+from gradcli.trace.array import Traced, lift
+from gradcli.trace.tape import Problem, Tape
 
 
 class Trace:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .tape import Tape, cut_name, user_frame
+from gradcli.trace.tape import Tape, cut_name, user_frame
 
 
 #: numpy callable -> Route (see gradcli.trace.routing, which fills it: the rules it holds are built on

@@ -10,8 +10,8 @@ import string
 
 import numpy as np
 
-from .array import NotTraceable, Traced, record, value_of
-from .linear import axes_of, expand, reduction, unbroadcast
+from gradcli.trace.array import NotTraceable, Traced, record, value_of
+from gradcli.trace.linear import axes_of, expand, reduction, unbroadcast
 
 
 # --- contractions -----------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .array import record
+from gradcli.trace.array import record
 
 # partials at the edge of a domain are inf or NaN on purpose: the checks report them, numpy need not
 QUIET = dict(divide="ignore", invalid="ignore", over="ignore", under="ignore")

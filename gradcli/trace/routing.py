@@ -18,10 +18,10 @@ from typing import Callable
 
 import numpy as np
 
-from . import contract as c
-from . import rules as r
-from . import structural as s
-from .array import ROUTES
+from gradcli.trace import contract as c
+from gradcli.trace import rules as r
+from gradcli.trace import structural as s
+from gradcli.trace.array import ROUTES
 
 
 @dataclass(frozen=True)

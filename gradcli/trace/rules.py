@@ -11,9 +11,9 @@ import math
 
 import numpy as np
 
-from ..primitives import PRIMITIVES, NumericOps
-from .array import NotTraceable, Traced, record, value_of
-from .linear import QUIET, axes_of, expand, reduction, scale, unbroadcast
+from gradcli.core.primitives import PRIMITIVES, NumericOps
+from gradcli.trace.array import NotTraceable, Traced, record, value_of
+from gradcli.trace.linear import QUIET, axes_of, expand, reduction, scale, unbroadcast
 
 _F = NumericOps(np)
 class Elementwise:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .array import NotTraceable, Traced, gather, plain_key, record, unwrap, value_of, write_into
-from .linear import unbroadcast
+from gradcli.trace.array import NotTraceable, Traced, gather, plain_key, record, unwrap, value_of, write_into
+from gradcli.trace.linear import unbroadcast
 
 
 def _traced_leaves(obj, out):

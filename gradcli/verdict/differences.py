@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .constants import (CENTRAL_CANDIDATES, ESTIMATE_GAP, RIDDERS_CON, RIDDERS_CREDIBLE, RIDDERS_H0, RIDDERS_ROWS,
-                        RIDDERS_SAFE)
+from gradcli.verdict.constants import (
+    CENTRAL_CANDIDATES, ESTIMATE_GAP, RIDDERS_CON, RIDDERS_CREDIBLE, RIDDERS_H0, RIDDERS_ROWS, RIDDERS_SAFE)
 
 OFFSETS = (1.0, -1.0, 2.0, -2.0, 4.0, -4.0)  # the stencil rows of one candidate: +-h, +-2h, +-4h
 

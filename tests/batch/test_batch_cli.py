@@ -61,7 +61,7 @@ def test_json_nulls_for_undefined_everywhere():
 
 
 def test_a_disagreement_exits_1(monkeypatch):
-    from gradcli.primitives import PRIMITIVES
+    from gradcli.core.primitives import PRIMITIVES
 
     cos = PRIMITIVES["cos"]
     monkeypatch.setitem(PRIMITIVES, "cos", cos.__class__(**{**cos.__dict__, "partials": (
@@ -107,7 +107,7 @@ def test_method_selection_in_batch():
 
 
 def test_auto_device_falls_back_to_the_cpu_saying_so(monkeypatch):
-    monkeypatch.setattr("gradcli.batch.device.cuda_status", lambda: (False, "no CUDA device"))
+    monkeypatch.setattr("gradcli.engines.device.cuda_status", lambda: (False, "no CUDA device"))
     r = grad("x**2", "--batch", "10", "--domain", "x=0:1", "--device", "auto", "--json")
     assert r.exit_code == 0
     assert strict_json(r.stdout)["device"] == "cpu"
@@ -115,7 +115,7 @@ def test_auto_device_falls_back_to_the_cpu_saying_so(monkeypatch):
 
 
 def test_cuda_without_cuda_is_exit_2(monkeypatch):
-    monkeypatch.setattr("gradcli.batch.device.cuda_status", lambda: (False, "no CUDA device"))
+    monkeypatch.setattr("gradcli.engines.device.cuda_status", lambda: (False, "no CUDA device"))
     r = grad("x**2", "--batch", "10", "--domain", "x=0:1", "--device", "cuda")
     assert r.exit_code == 2 and r.stdout == ""
     assert r.stderr.startswith("error: --device cuda") and len(r.stderr.strip().splitlines()) == 1
@@ -252,7 +252,7 @@ def test_bad_engine_is_exit_2(args, message):
 
 
 def test_engine_cuda_without_cuda_is_exit_2(monkeypatch):
-    monkeypatch.setattr("gradcli.batch.device.cuda_status", lambda: (False, "no CUDA device"))
+    monkeypatch.setattr("gradcli.engines.device.cuda_status", lambda: (False, "no CUDA device"))
     r = grad("x**2", "--batch", "10", "--domain", "x=0:1", "--engine", "cuda")
     assert r.exit_code == 2 and r.stderr.startswith("error: --engine cuda: CUDA is not available")
 

@@ -11,10 +11,10 @@ import sympy
 import gradcli
 from gradcli.batch import compare as bc
 from gradcli.batch.points import OutWriter, Sampler, read_points
-from gradcli.batch.sym_graph import Unsupported, to_graph
-from gradcli.graph import evaluate
+from gradcli.methods.sym_graph import Unsupported, to_graph
+from gradcli.core.graph import evaluate
 from gradcli.methods import symbolic
-from gradcli.parser import parse
+from gradcli.core.parser import parse
 
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 
@@ -55,7 +55,7 @@ def test_smooth_expressions_agree_everywhere(expr, domain):
 
 
 def test_a_wrong_partial_is_caught_with_its_worst_points(monkeypatch):
-    from gradcli.primitives import PRIMITIVES
+    from gradcli.core.primitives import PRIMITIVES
 
     sin = PRIMITIVES["sin"]
     monkeypatch.setitem(PRIMITIVES, "sin", sin.__class__(**{**sin.__dict__, "partials": (
@@ -155,7 +155,7 @@ def test_float32_path():
 
 
 def test_float32_catches_a_wrong_partial(monkeypatch):
-    from gradcli.primitives import PRIMITIVES
+    from gradcli.core.primitives import PRIMITIVES
 
     exp = PRIMITIVES["exp"]
     monkeypatch.setitem(PRIMITIVES, "exp", exp.__class__(**{**exp.__dict__, "partials": (
@@ -356,7 +356,7 @@ def test_float32_stencils_that_straddle_a_kink_or_pole_are_not_disagreements(exp
     # float32 steps are ~5e-3: a kink that close turns a difference quotient into an average of two
     # sides (0.5 for min), which is no derivative; those points are 'unavailable' for the differences
     import gradcli
-    from gradcli.parser import parse
+    from gradcli.core.parser import parse
 
     g = parse(expr)
     r = gradcli.grad_batch(expr, n=2000, domain={v: (-3, 3) for v in g.variables}, seed=1, dtype="float32")

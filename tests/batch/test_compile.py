@@ -3,11 +3,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
-from gradcli.batch.compile import compile_graph, gradient_graph, run
-from gradcli.compare import magnitudes
-from gradcli.diagnose import diagnose
+from gradcli.engines.program import compile_graph, gradient_graph, run
+from gradcli.verdict.point import magnitudes
+from gradcli.verdict.diagnose import diagnose
 from gradcli.methods import forward
-from gradcli.parser import parse
+from gradcli.core.parser import parse
 
 from strategies import coords, expressions
 

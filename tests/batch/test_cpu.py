@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import gradcli
-from gradcli.batch import backend, cpu
-from gradcli.batch.compile import Instruction, Program, compile_graph, run
+from gradcli.engines import backend, cpu
+from gradcli.engines.program import Instruction, Program, compile_graph, run
 from gradcli.methods.forward import jacobian
-from gradcli.parser import parse
+from gradcli.core.parser import parse
 
 E4 = " + ".join(f"sin({k}*x + y)*exp(-{k}*z)" for k in range(1, 11))
 EXPRESSIONS = [
@@ -121,7 +121,7 @@ def test_unknown_engine_and_device():
 
 
 try:
-    from gradcli.batch import numba_backend
+    from gradcli.engines import numba_engine as numba_backend
     HAVE_NUMBA = numba_backend.available()
 except Exception:  # pragma: no cover - depends on the environment
     HAVE_NUMBA = False

@@ -30,13 +30,13 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 
-from gradcli.batch import cuda
-from gradcli.batch.compile import Instruction, Program, compile_graph, run
-from gradcli.batch.device import cuda_status, resolve_device
-from gradcli.errors import BadInput
-from gradcli.graph import GraphBuilder
-from gradcli.parser import parse
-from gradcli.primitives import PRIMITIVES
+from gradcli.engines import cuda
+from gradcli.engines.program import Instruction, Program, compile_graph, run
+from gradcli.engines.device import cuda_status, resolve_device
+from gradcli.core.errors import BadInput
+from gradcli.core.graph import GraphBuilder
+from gradcli.core.parser import parse
+from gradcli.core.primitives import PRIMITIVES
 
 NAMES = sorted(PRIMITIVES)
 DTYPES = ["float64", "float32"]

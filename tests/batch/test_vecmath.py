@@ -7,7 +7,7 @@ import pytest
 pytest.importorskip("numba")
 mpmath = pytest.importorskip("mpmath")  # sympy's own dependency
 
-from gradcli.batch import vecmath  # noqa: E402
+from gradcli.engines import vecmath  # noqa: E402
 
 mpmath.mp.prec = 120
 

@@ -6,7 +6,7 @@ import gradcli
 from gradcli.checks.config import load_defaults
 from gradcli.checks.registry import build_spec, map_domain, materialize
 from gradcli.checks.spec import REGISTRY
-from gradcli.errors import BadInput
+from gradcli.core.errors import BadInput
 
 
 @pytest.fixture(autouse=True)

@@ -141,7 +141,7 @@ def test_cli_without_taylor_has_no_column_and_json_has_the_slope():
 
 
 def test_taylor_option_is_validated():
-    from gradcli.errors import BadInput
+    from gradcli.core.errors import BadInput
 
     with pytest.raises(BadInput, match="taylor"):
         build_spec(lambda x: x, x=(2,), taylor="yes")

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gradcli.graph import GraphBuilder
+from gradcli.core.graph import GraphBuilder
 from gradcli.methods import reverse
 from gradcli.methods.reverse import F, Var, grad, jacobian
-from gradcli.primitives import PRIMITIVES
+from gradcli.core.primitives import PRIMITIVES
 
 # fractions of each argument's sample box: different per argument so that min/max see x != y
 FRACTIONS = (0.37, 0.71)

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 from gradcli import explain as explain_module
-from gradcli.batch.compile import compile_graph, run
-from gradcli.diagnose import diagnose, diagnose_batch, diagnose_points
-from gradcli.graph import GraphBuilder, evaluate, graph_sweep, node_values, walk
+from gradcli.engines.program import compile_graph, run
+from gradcli.verdict.diagnose import diagnose, diagnose_batch, diagnose_points
+from gradcli.core.graph import GraphBuilder, evaluate, graph_sweep, node_values, walk
 from gradcli.methods import forward, reverse
 from gradcli.methods.forward import Dual
-from gradcli.parser import parse
-from gradcli.primitives import NumericOps
+from gradcli.core.parser import parse
+from gradcli.core.primitives import NumericOps
 
 DEPTH = 100_000
 

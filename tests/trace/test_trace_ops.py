@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from trace_helpers import check_against_numerics, check_transpose
 
-from gradcli.primitives import PRIMITIVES
+from gradcli.core.primitives import PRIMITIVES
 from gradcli.trace import kind_of, trace
 from gradcli.trace.rules import EXTRA_PARTIALS, TABLE_UFUNCS
 

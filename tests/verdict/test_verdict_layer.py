@@ -7,7 +7,7 @@ import pytest
 
 from gradcli.batch import methods as bm
 from gradcli.methods import numeric
-from gradcli.parser import parse
+from gradcli.core.parser import parse
 from gradcli.verdict import constants as C
 from gradcli.verdict import tolerance as vt
 from gradcli.verdict.differences import ridders
@@ -130,7 +130,7 @@ def test_ridders_extrapolates_to_the_derivative():
 
 def test_one_name_per_constant():
     """The differences and the comparisons read the verdict layer's constants, not copies of their own."""
-    from gradcli import compare
+    from gradcli.verdict import point as compare
     from gradcli.batch import compare as bc
     from gradcli.checks import numeric as cn
 

@@ -25,8 +25,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..primitives import PRIMITIVES
-from .compile import Program
+from gradcli.core.primitives import PRIMITIVES
+from gradcli.engines.program import Program
 
 #: The kernel's element type for each supported dtype (CuPy typedefs ``T`` to it).
 CTYPES = {"float32": "float", "float64": "double"}

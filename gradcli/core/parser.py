@@ -14,8 +14,8 @@ from typing import Iterable, NamedTuple
 
 import numpy as np
 
-from .graph import Graph, GraphBuilder, GraphError, evaluate
-from .primitives import ALIASES, CONSTANTS, FUNCTION_NAMES, PRIMITIVES
+from gradcli.core.graph import Graph, GraphBuilder, GraphError, evaluate
+from gradcli.core.primitives import ALIASES, CONSTANTS, FUNCTION_NAMES, PRIMITIVES
 
 __all__ = ["ParseError", "parse", "parse_constant", "suspicious_variables", "suggest_call"]
 

@@ -13,16 +13,16 @@ import time
 
 import numpy as np
 
-from .compare import ill_conditioned, judge_all, parse_methods
-from .diagnose import diagnose_hessian
-from .errors import BadInput
-from .graph import Graph
-from .methods import hessian as hm
-from .methods import reverse, symbolic
-from .report import HESSIAN_ORDER, Directional, HessianReport, MethodResult, relative_error
-from .verdict import tolerance as vt
-from .verdict.constants import FLOOR_SHARE, HESSIAN_NUMERICAL, HESSIAN_TOLERANCES
-from .verdict.status import verdict
+from gradcli.verdict.point import ill_conditioned, judge_all, parse_methods
+from gradcli.verdict.diagnose import diagnose_hessian
+from gradcli.core.errors import BadInput
+from gradcli.core.graph import Graph
+from gradcli.methods import hessian as hm
+from gradcli.methods import reverse, symbolic
+from gradcli.verdict.report import HESSIAN_ORDER, Directional, HessianReport, MethodResult, relative_error
+from gradcli.verdict import tolerance as vt
+from gradcli.verdict.constants import FLOOR_SHARE, HESSIAN_NUMERICAL, HESSIAN_TOLERANCES
+from gradcli.verdict.status import verdict
 
 #: An eigenvalue within this fraction of the largest |eigenvalue| counts as zero (degenerate).
 DEFINITENESS_RTOL = 1e-8

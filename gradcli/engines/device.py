@@ -6,8 +6,8 @@ the fused kernel at run time). Anything short of that is reported with its reaso
 """
 from __future__ import annotations
 
-from ..errors import BadInput
-from .backend import ENGINES, numba_installed
+from gradcli.core.errors import BadInput
+from gradcli.engines.backend import ENGINES, numba_installed
 
 DEVICES = ("cpu", "cuda", "auto")
 INSTALL_HINT = "pip install 'gradcli[gpu]' (CuPy for CUDA 12)"
@@ -57,7 +57,7 @@ def resolve_device(name: str, option: str = "--device cuda") -> tuple[str, str]:
 
 def resolve_target(device: str | None, engine: str | None) -> tuple[str, str, str]:
     """``--device`` and ``--engine`` -> (device, engine, a note for stderr or ""). Without an engine
-    the device decides and the engine is ``auto`` (the rule of :func:`gradcli.batch.backend.choose_engine`);
+    the device decides and the engine is ``auto`` (the rule of :func:`gradcli.engines.backend.choose_engine`);
     an engine implies its device: ``cuda`` the GPU, ``numpy`` and ``numba`` the CPU."""
     if engine is None or engine == "auto":
         dev, note = resolve_device(device or "cpu")

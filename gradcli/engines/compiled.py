@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..api import parse_expression
-from ..errors import BadInput
-from .backend import choose_engine, execute
-from .compile import Program, compile_graph
+from gradcli.api import parse_expression
+from gradcli.core.errors import BadInput
+from gradcli.engines.backend import choose_engine, execute
+from gradcli.engines.program import Program, compile_graph
 
 
 class CompiledExpression:
@@ -48,7 +48,7 @@ class CompiledExpression:
         ``device`` is ``"cpu"`` or ``"cuda"`` (CuPy arrays come back); ``dtype`` is float64 or
         float32 (default: float32 if every array is float32, else float64); ``chunk`` tunes the CPU
         chunk length; ``engine`` is ``numpy``, ``numba`` or ``cuda``, or ``auto``: the rule of
-        :func:`gradcli.batch.backend.choose_engine`, from the number of points and the program's size
+        :func:`gradcli.engines.backend.choose_engine`, from the number of points and the program's size
         alone, so the same call gives the same bits in every process. A value outside the domain is NaN or inf, as numpy gives it, with two
         exceptions of the compiler's algebra: ``x*0`` is 0 and ``x + 0`` is x even where x is inf or
         NaN. A gradient there is what the rule gives (``1/x`` for ``log(x)`` at -1): look at the value.

@@ -13,10 +13,10 @@ import math
 
 import sympy
 
-from ..graph import Graph, GraphBuilder
-from ..primitives import PRIMITIVES
-from ..sympy_functions import sympy_namespace
-from .compile import GraphOps, Handle, prune
+from gradcli.core.graph import Graph, GraphBuilder
+from gradcli.core.primitives import PRIMITIVES
+from gradcli.core.sympy_functions import sympy_namespace
+from gradcli.engines.program import GraphOps, Handle, prune
 
 
 @functools.cache

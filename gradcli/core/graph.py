@@ -14,7 +14,7 @@ from typing import Iterable, NamedTuple
 
 import numpy as np
 
-from .primitives import CONSTANTS, PRIMITIVES, NumericOps
+from gradcli.core.primitives import CONSTANTS, PRIMITIVES, NumericOps
 
 MAX_NODES = 1_000_000
 

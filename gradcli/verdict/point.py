@@ -10,13 +10,14 @@ import time
 
 import numpy as np
 
-from .diagnose import diagnose
-from .graph import Graph
-from .methods import forward, numeric, reverse, symbolic
-from .report import METHOD_ORDER, Diagnostic, Directional, GradReport, MethodResult, relative_error
-from .verdict import tolerance as vt
-from .verdict.constants import FLOOR_SHARE, NUMERICAL, TOLERANCES
-from .verdict.status import verdict
+from gradcli.verdict.diagnose import diagnose
+from gradcli.core.graph import Graph
+from gradcli.methods import forward, numeric, reverse, symbolic
+from gradcli.verdict.report import (
+    METHOD_ORDER, Diagnostic, Directional, GradReport, MethodResult, relative_error)
+from gradcli.verdict import tolerance as vt
+from gradcli.verdict.constants import FLOOR_SHARE, NUMERICAL, TOLERANCES
+from gradcli.verdict.status import verdict
 
 
 

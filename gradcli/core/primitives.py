@@ -27,7 +27,7 @@ from typing import Callable
 
 import numpy as np
 
-from .sympy_functions import sympy_namespace
+from gradcli.core.sympy_functions import sympy_namespace
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class Primitive:
     switch_kind: str = ""
     # the arguments the switch reads (empty: all); a switch whose arguments stay put cannot flip
     switch_reads: tuple = ()
-    # The CUDA C expression behind the value, for the fused GPU kernel (gradcli/batch/cuda.py). "{k}" is
+    # The CUDA C expression behind the value, for the fused GPU kernel (gradcli/engines/cuda.py). "{k}" is
     # argument k: always an atom there (a local, an input or a cast constant), so a template parenthesises
     # only itself. It holds for float and double alike: the math functions are CUDA's overloads, and
     # every literal is a cast to the kernel's element type T, so a float kernel never computes in double.
@@ -63,9 +63,9 @@ class Primitive:
     # maximum/minimum keep it, and copysign(1, nan) is +-1 where numpy.sign(nan) is nan, so those are
     # ternaries written as numpy's own loops are.
     cuda: str | None = None
-    # The numba engine's form (gradcli/batch/numba_backend.py): a scalar function of the float
+    # The numba engine's form (gradcli/engines/numba_engine.py): a scalar function of the float
     # arguments written with ``math`` and operators only (numba compiles it into an elementwise loop),
-    # or the name of a vectorised loop in gradcli/batch/vecmath.py where speed needs one. Like
+    # or the name of a vectorised loop in gradcli/engines/vecmath.py where speed needs one. Like
     # ``cuda`` it follows numpy's ufunc to the special values (NaN propagation, -inf of log at 0).
     numba: str | Callable | None = None
     trace_ufuncs: tuple = ()  # numpy ufuncs (by name) whose traced derivative is ``partials``

@@ -22,8 +22,8 @@ from operator import itemgetter
 
 import numpy as np
 
-from ..primitives import PRIMITIVES
-from .compile import Program
+from gradcli.core.primitives import PRIMITIVES
+from gradcli.engines.program import Program
 
 #: Chunk length: the largest power of two (up to MAX_CHUNK) whose register file fits CACHE_BYTES.
 #: Longer chunks amortise the ~1 us of Python per ufunc call; past the cache they lose more (measured

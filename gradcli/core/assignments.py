@@ -2,7 +2,7 @@
 and the Python API."""
 from __future__ import annotations
 
-from .errors import BadInput
+from gradcli.core.errors import BadInput
 
 
 def split_top_level(text: str, sep: str = ",") -> list[str]:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..graph import Graph, GraphBuilder, Node, graph_sweep, walk
-from ..primitives import PRIMITIVES, Ops
+from gradcli.core.graph import Graph, GraphBuilder, Node, graph_sweep, walk
+from gradcli.core.primitives import PRIMITIVES, Ops
 
 
 class Handle:

@@ -1,7 +1,7 @@
 """Where a point is not ordinary: outside a domain (undefined) or on a kink (nondifferentiable).
 
 One diagnosis serves a point, a batch chunk and a plotted grid (a point is N = 1):
-:func:`diagnose_points` walks the graph once (:func:`gradcli.graph.walk`) with :class:`DiagnosisOps`,
+:func:`diagnose_points` walks the graph once (:func:`gradcli.core.graph.walk`) with :class:`DiagnosisOps`,
 which evaluates each operation and checks the table's ``domain``, ``smooth`` and ``kink`` predicates
 elementwise, and also catches what no predicate names (overflow, a partial that is not finite). It
 returns, per point, which (output, variable) entries of the Jacobian a problem makes meaningless: a
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .graph import Graph, node_values, walk
-from .methods.forward import Dual, DualOps, split
-from .primitives import PRIMITIVES, NumericOps, Ops
-from .report import Diagnostic
+from gradcli.core.graph import Graph, node_values, walk
+from gradcli.methods.forward import Dual, DualOps, split
+from gradcli.core.primitives import PRIMITIVES, NumericOps, Ops
+from gradcli.verdict.report import Diagnostic
 
 
 def _fmt(v) -> str:

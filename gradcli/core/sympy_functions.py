@@ -1,6 +1,6 @@
 """sympy, imported on first use, with gradcli's own functions beside its names.
 
-The primitive table (gradcli/primitives.py) writes each function's symbolic form over the namespace
+The primitive table (gradcli/core/primitives.py) writes each function's symbolic form over the namespace
 :func:`sympy_namespace` returns, so that importing the table never imports sympy (a second or so):
 only a run that needs a symbolic result pays for it.
 """

@@ -2,7 +2,7 @@
 picks its engine.
 
 Three engines: ``numpy`` (always there, :mod:`.cpu`) runs the program in cache-sized chunks on every
-core; ``numba`` (the optional ``fast`` extra, :mod:`.numba_backend`) runs it as one compiled
+core; ``numba`` (the optional ``fast`` extra, :mod:`.numba_engine`) runs it as one compiled
 interpreter on every core; ``cuda`` (:mod:`.cuda`, CuPy) runs it as one fused kernel on a GPU.
 
 The engine is chosen by a rule of the input alone, never by what the process did before, so that the
@@ -18,8 +18,8 @@ import importlib.util
 
 import numpy as np
 
-from . import cpu, cuda
-from .compile import Program
+from gradcli.engines import cpu, cuda
+from gradcli.engines.program import Program
 
 ENGINES = ("numpy", "numba", "cuda")
 #: points × program instructions from which ``auto`` runs the numba engine (where it is installed)
@@ -86,6 +86,6 @@ def _numba():
     """The numba engine module, imported on first use: it imports numba, which takes ~0.5 s."""
     if not numba_installed():
         return None
-    from . import numba_backend
+    from gradcli.engines import numba_engine
 
-    return numba_backend if numba_backend.available() else None
+    return numba_engine if numba_engine.available() else None

@@ -26,14 +26,14 @@ import threading
 
 import numpy as np
 
-from ..primitives import PRIMITIVES
-from .compile import Program
-from .cpu import n_threads, pool, prepare_inputs
+from gradcli.core.primitives import PRIMITIVES
+from gradcli.engines.program import Program
+from gradcli.engines.cpu import n_threads, pool, prepare_inputs
 
 try:  # the optional extra
     import numba
 
-    from . import vecmath
+    from gradcli.engines import vecmath
 except Exception:  # pragma: no cover - depends on the environment
     numba = None
 
@@ -233,7 +233,7 @@ def compiled() -> bool:
 
 
 def execute(program: Program, inputs: dict, dtype=np.float64, block: int | None = None) -> np.ndarray:
-    """All outputs of ``program`` at N points, as :func:`gradcli.batch.cpu.execute`, on numba threads."""
+    """All outputs of ``program`` at N points, as :func:`gradcli.engines.cpu.execute`, on numba threads."""
     arrays, N = prepare_inputs(program, inputs)
     out = np.empty((len(program.outputs), N), dtype=dtype)
     run_range(NumbaPlan(program, dtype), stack(arrays, N, dtype), out, 0, N, block=block)

@@ -17,7 +17,7 @@ writes ``o[:n]``; ``o`` may be ``x`` (the program reuses registers), and either 
 arithmetic is float64). ``w`` is float64 scratch of at least 3 rows and ``wi`` its int64 view.
 ``sincos`` is the engine's own fused pair: ``sincos(x, so, co, n, w)``.
 
-numba caches the engine's kernel on disk; its fingerprint covers this file (see numba_backend), so an
+numba caches the engine's kernel on disk; its fingerprint covers this file (see numba_engine), so an
 edit here recompiles it once.
 """
 from __future__ import annotations
