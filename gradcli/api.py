@@ -6,18 +6,8 @@ import math
 from gradcli.verdict.point import compare_point
 from gradcli.core.errors import BadInput
 from gradcli.core.graph import Graph
-from gradcli.core.parser import ParseError, parse, suggest_call, suspicious_variables
+from gradcli.core.parser import ParseError, parse, parse_expression, suggest_call, suspicious_variables
 from gradcli.verdict.report import GradReport, HessianReport
-
-
-def parse_expression(expr: str) -> Graph:
-    """The graph of ``expr``; a parse error becomes :class:`BadInput` (one line, a caret under the column)."""
-    if not isinstance(expr, str):
-        raise BadInput(f"an expression must be a string, got {type(expr).__name__}")
-    try:
-        return parse(expr)
-    except ParseError as exc:
-        raise BadInput(exc.one_line(), detail=exc.caret(), column=exc.column) from None
 
 
 def prepare(expr: str, point: dict) -> tuple[Graph, dict, list]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcli.api import parse_expression
+from gradcli.core.parser import parse_expression
 from gradcli.verdict.point import parse_methods
 from gradcli.core.errors import BadInput
 from gradcli.methods.symbolic import DEFAULT_TIMEOUT

@@ -24,7 +24,7 @@ from gradcli.core.graph import Graph
 from gradcli.methods import numeric, symbolic
 from gradcli.verdict.report import METHOD_ORDER
 from gradcli.verdict import tolerance as vt
-from gradcli.verdict.constants import NUMERICAL, TOLERANCES
+from gradcli.core.constants import NUMERICAL, TOLERANCES
 from gradcli.verdict.status import batch_verdict
 from gradcli.verdict.tolerance import batch_floor_share
 from gradcli.batch import methods as bm

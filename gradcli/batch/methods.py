@@ -4,7 +4,7 @@ Every function takes ``inputs`` (name -> 1-D array of the chunk, in the batch dt
 shaped ``(outputs, variables, points)`` for Jacobians and ``(outputs, points)`` for values, so memory
 is a small multiple of the chunk: never of the whole batch.
 
-The numerical methods are :mod:`gradcli.verdict.differences`, the same as at one point: they only
+The numerical methods are :mod:`gradcli.methods.differences`, the same as at one point: they only
 evaluate the graph, with every perturbed copy of a variable stacked on a leading axis so one evaluation
 serves a whole stencil.
 """
@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcli.verdict.diagnose import diagnose_batch as diagnose, straddles  # noqa: F401 - diagnose: batch/compare's name
+from gradcli.verdict.diagnose import diagnose_batch as diagnose  # noqa: F401 - batch/compare's name
+from gradcli.methods.differences import straddles
 from gradcli.core.graph import Graph, evaluate
 from gradcli.methods.forward import Dual, DualOps, sweep
-from gradcli.verdict import differences
-from gradcli.verdict.constants import CENTRAL_CANDIDATES, COMPLEX_STEP, STRADDLE_BUDGET
-from gradcli.verdict.differences import best_central, central_candidates
+from gradcli.methods import differences
+from gradcli.core.constants import CENTRAL_CANDIDATES, COMPLEX_STEP, STRADDLE_BUDGET
+from gradcli.methods.differences import best_central, central_candidates
 
 
 def _n_points(inputs: dict, n: int | None) -> int:
@@ -105,7 +106,7 @@ def central(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
 def _central_block(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
     """Central differences with error estimates -> (J, estimate, the chosen steps (nvars, N)).
 
-    The one step selection of :func:`gradcli.verdict.differences.central_candidates`, as at one point:
+    The one step selection of :func:`gradcli.methods.differences.central_candidates`, as at one point:
     every candidate scale from 1e-6*min(|x|, 1) to max(|x|, 1), steps h, 2h, 4h each, rounding probes and
     the kink test, the candidate with the smallest estimate per entry; so a point of a batch gets the
     estimate ``grad --at`` gives there.
@@ -156,7 +157,7 @@ def _points(graph: Graph, inputs: dict, xp, dtype, N: int):
 
 def richardson(graph: Graph, inputs: dict, xp, dtype, central_result, n: int | None = None):
     """Ridders' extrapolation over steps h0, h0/2, ... from the step central differences chose, as at
-    one point (:func:`gradcli.verdict.differences.richardson`) -> (J, estimate)."""
+    one point (:func:`gradcli.methods.differences.richardson`) -> (J, estimate)."""
     N = _n_points(inputs, n)
     m, nv = len(graph.outputs), len(graph.variables)
     if not nv:
@@ -173,7 +174,7 @@ def richardson(graph: Graph, inputs: dict, xp, dtype, central_result, n: int | N
 
 
 def complex_step(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
-    """Im f(x + ih) / h at three steps, as at one point (:func:`gradcli.verdict.differences.complex_step`)
+    """Im f(x + ih) / h at three steps, as at one point (:func:`gradcli.methods.differences.complex_step`)
     -> (J, estimate). The caller checks the path is holomorphic."""
     N = _n_points(inputs, n)
     m, nv = len(graph.outputs), len(graph.variables)

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gradcli.verdict.constants import CHECK_RIDDERS_ROWS, COMPLEX_H
-from gradcli.verdict.differences import ridders
+from gradcli.core.constants import CHECK_RIDDERS_ROWS, COMPLEX_H
+from gradcli.methods.differences import ridders
 
 EPS = np.finfo(np.float64).eps
 H_DEFAULT = 2.0 ** -10

@@ -10,7 +10,8 @@ import sys
 import click
 import numpy as np
 
-from gradcli.api import parse_expression, prepare
+from gradcli.api import prepare
+from gradcli.core.parser import parse_expression
 from gradcli.verdict.diagnose import diagnose
 from gradcli.core.errors import BadInput
 from gradcli.verdict.exit_codes import EXIT_OK, exit_code

@@ -14,6 +14,7 @@ from typing import Iterable, NamedTuple
 
 import numpy as np
 
+from gradcli.core.errors import BadInput
 from gradcli.core.graph import Graph, GraphBuilder, GraphError, evaluate
 from gradcli.core.primitives import ALIASES, CONSTANTS, FUNCTION_NAMES, PRIMITIVES
 
@@ -400,3 +401,13 @@ def suggest_call(name: str) -> str | None:
     """``"sin(x)"`` for ``"sinx"``: the call a suspicious variable probably meant, or None."""
     split = _split_call(name)
     return f"{split[0]}({split[1]})" if split else None
+
+
+def parse_expression(expr: str) -> Graph:
+    """The graph of ``expr``; a parse error becomes :class:`BadInput` (one line, a caret under the column)."""
+    if not isinstance(expr, str):
+        raise BadInput(f"an expression must be a string, got {type(expr).__name__}")
+    try:
+        return parse(expr)
+    except ParseError as exc:
+        raise BadInput(exc.one_line(), detail=exc.caret(), column=exc.column) from None

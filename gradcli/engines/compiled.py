@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcli.api import parse_expression
+from gradcli.core.parser import parse_expression
 from gradcli.core.errors import BadInput
 from gradcli.engines.backend import choose_engine, execute
 from gradcli.engines.program import Program, compile_graph

@@ -13,14 +13,13 @@ import functools
 
 import numpy as np
 
-from gradcli.verdict.diagnose import straddles
+from gradcli.methods.differences import straddles
 from gradcli.core.graph import Graph, evaluate
 from gradcli.core.primitives import PRIMITIVES
-from gradcli.verdict.constants import (
-    CENTRAL_CANDIDATES, COMPLEX_H, RIDDERS_CON, RIDDERS_ROWS, STRADDLE_BUDGET)
-from gradcli.verdict import differences
-from gradcli.verdict.differences import best_central, central_candidates
-from gradcli.verdict.differences import ridders  # noqa: F401 - its home before the verdict layer
+from gradcli.core.constants import CENTRAL_CANDIDATES, COMPLEX_H, RIDDERS_CON, RIDDERS_ROWS, STRADDLE_BUDGET
+from gradcli.methods import differences
+from gradcli.methods.differences import best_central, central_candidates
+from gradcli.methods.differences import ridders  # noqa: F401 - its home before the verdict layer
 
 #: Elements per vectorised evaluation when the variables are many (memory stays near 100 MB).
 BLOCK_ELEMENTS = 2_000_000
@@ -89,7 +88,7 @@ def _rows(graph, x):
 
 
 def _candidates(graph, x, stencil=None, noise_scale=None):
-    """The candidates of :func:`gradcli.verdict.differences.central_candidates` at one point (P = 1):
+    """The candidates of :func:`gradcli.methods.differences.central_candidates` at one point (P = 1):
     on the graph with rounding probes and the kink test (skipped for large graphs, where it would cost
     more than everything else), or on ``stencil(x, deltas)`` -> (n_out, m, nvars) with the rounding bound."""
     eps = np.finfo(np.float64).eps

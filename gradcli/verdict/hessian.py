@@ -21,7 +21,7 @@ from gradcli.methods import hessian as hm
 from gradcli.methods import reverse, symbolic
 from gradcli.verdict.report import HESSIAN_ORDER, Directional, HessianReport, MethodResult, relative_error
 from gradcli.verdict import tolerance as vt
-from gradcli.verdict.constants import FLOOR_SHARE, HESSIAN_NUMERICAL, HESSIAN_TOLERANCES
+from gradcli.core.constants import FLOOR_SHARE, HESSIAN_NUMERICAL, HESSIAN_TOLERANCES
 from gradcli.verdict.status import verdict
 
 #: An eigenvalue within this fraction of the largest |eigenvalue| counts as zero (degenerate).

@@ -16,7 +16,7 @@ from gradcli.methods import forward, numeric, reverse, symbolic
 from gradcli.verdict.report import (
     METHOD_ORDER, Diagnostic, Directional, GradReport, MethodResult, relative_error)
 from gradcli.verdict import tolerance as vt
-from gradcli.verdict.constants import FLOOR_SHARE, NUMERICAL, TOLERANCES
+from gradcli.core.constants import FLOOR_SHARE, NUMERICAL, TOLERANCES
 from gradcli.verdict.status import verdict
 
 

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gradcli.verdict.constants import (
-    ESTIMATE_SAFETY, ILL_CONDITIONED, ROUNDING_SAFETY, SUBNORMAL, VAGUE_SHARE)
+from gradcli.core.constants import ESTIMATE_SAFETY, ILL_CONDITIONED, ROUNDING_SAFETY, SUBNORMAL, VAGUE_SHARE
 
 
 def tolerance(xp, ref, scale, spread, estimate, floor, defaults, rtol=None, atol=None, numerical=False,

@@ -8,9 +8,9 @@ import pytest
 from gradcli.batch import methods as bm
 from gradcli.methods import numeric
 from gradcli.core.parser import parse
-from gradcli.verdict import constants as C
+from gradcli.core import constants as C
 from gradcli.verdict import tolerance as vt
-from gradcli.verdict.differences import ridders
+from gradcli.methods.differences import ridders
 from gradcli.verdict.status import batch_verdict, overall_status
 
 

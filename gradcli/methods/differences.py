@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcli.verdict.constants import (
+from gradcli.core.graph import Graph, walk
+from gradcli.core.primitives import PRIMITIVES, NumericOps
+
+from gradcli.core.constants import (
     CENTRAL_CANDIDATES, ESTIMATE_GAP, RIDDERS_CON, RIDDERS_CREDIBLE, RIDDERS_H0, RIDDERS_ROWS, RIDDERS_SAFE)
 
 OFFSETS = (1.0, -1.0, 2.0, -2.0, 4.0, -4.0)  # the stencil rows of one candidate: +-h, +-2h, +-4h
@@ -190,3 +193,48 @@ def ridders(row, n_rows: int, shape, xp=np, dtype=np.float64, done=None, trace: 
     if trace is not None:
         trace["stopped_row"][trace["stopped_row"] < 0] = len(trace["tableau"]) - 1
     return best, err
+
+
+def straddles(graph: Graph, inputs: dict, k: int, reach, xp, dtype, N):
+    """Per point: does moving variable k by up to +-``reach`` cross a pole, jump or kink of the table
+    (a switching function changes sign between the point and either end)? There a difference quotient
+    measures an average of two sides, not the derivative: near min(x, 2) in float32 it returns 0.5."""
+    name = graph.variables[k]
+    # a switch whose arguments do not move with variable k keeps its sign at every level (a division by
+    # a constant), and one that is not live at the point (x**2's pole test) cannot flip: neither costs
+    # the six evaluations at the levels
+    moves = graph.depends_on([name])
+    switched = [i for i, node in enumerate(graph.nodes) if node.op in PRIMITIVES and PRIMITIVES[node.op].switch
+                and any(moves[a] for j, a in enumerate(node.args) if j in (PRIMITIVES[node.op].switch_reads
+                                                                         or range(len(node.args))))]
+    hit = xp.zeros(N, dtype=bool)
+    if not switched:
+        return hit
+    # only what the switches read is evaluated (abs(x - 1) needs x - 1, not the rest of the graph)
+    roots = sorted({a for i in switched for a in graph.nodes[i].args})
+    sub = graph.upstream(roots)
+    ops = NumericOps(xp)
+    here = dict(zip(roots, walk(sub, ops, inputs)))
+    switched = [i for i in switched if bool(xp.isfinite(_switch_sign(graph, here, i, xp, dtype, (N,))).any())]
+    if not switched:
+        return hit
+    x = inputs[name]
+    moved = dict(inputs)
+    # the point, then both ends at reach, reach/2, reach/4: a switch that flips twice within the
+    # reach (tan of a fast-growing argument) still shows at some level
+    levels = [x] + [x + sign * reach / 2 ** j for j in range(3) for sign in (-1, 1)]
+    moved[name] = xp.stack(levels)  # (7, N)
+    vals = dict(zip(roots, walk(sub, ops, moved)))
+    for i in switched:
+        sw = _switch_sign(graph, vals, i, xp, dtype, (len(levels), N))
+        live = xp.isfinite(sw[0])
+        hit |= live & (xp.isfinite(sw[1:]) & (sw[1:] != sw[0])).any(axis=0)
+    return hit
+
+
+def _switch_sign(graph: Graph, vals, i: int, xp, dtype, shape):
+    """The sign of node i's switching function over ``vals`` (its arguments' values by node index; NaN
+    where the switch is not live)."""
+    node = graph.nodes[i]
+    args = [xp.broadcast_to(xp.asarray(vals[a], dtype=dtype), shape) for a in node.args]
+    return xp.sign(PRIMITIVES[node.op].switch(xp, *args))
