@@ -1,6 +1,6 @@
 """Differential harness for the verdict layer: the same corpus through two gradcli trees, verdicts compared.
 
-    python benchmarks/verdict_diff.py                      # base (/work/wt/base) against this tree
+    python benchmarks/verdict_diff.py --old DIR            # another checkout (git worktree add DIR REV) against this tree
     python benchmarks/verdict_diff.py --old DIR --new DIR  # any two checkouts
     python benchmarks/verdict_diff.py --run DIR OUT.json   # one tree only (what the two runs above do)
 
@@ -22,7 +22,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BASE = Path("/work/wt/base")
 
 UNARY = ["sin", "cos", "tan", "atan", "sinh", "cosh", "tanh", "asinh", "exp", "expm1", "log", "log1p",
          "sqrt", "cbrt", "abs", "erf", "erfc", "sigmoid", "softplus", "relu", "asin", "acos", "atanh",
@@ -188,7 +187,9 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--run"]:
         run_tree(argv[2])
         return 0
-    old_tree = Path(argv[argv.index("--old") + 1]) if "--old" in argv else BASE
+    if "--old" not in argv:
+        raise SystemExit("--old DIR: the checkout to compare against (e.g. git worktree add /tmp/base main)")
+    old_tree = Path(argv[argv.index("--old") + 1])
     new_tree = Path(argv[argv.index("--new") + 1]) if "--new" in argv else ROOT
     work = Path(os.environ.get("VERDICT_DIFF_DIR", "/tmp/verdict_diff"))
     work.mkdir(parents=True, exist_ok=True)

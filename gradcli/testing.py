@@ -8,7 +8,7 @@
         assert_gradients(loss, grad=loss_grad, x=np.linspace(-1, 1, 5), w=(3, 4))
         assert_gradients(layer, vjp=layer_vjp, x=(4, 3), rtol=1e-5)
 
-Inputs and options are those of ``gradcli.check`` (DESIGN.md section 4); nothing is registered and
+Inputs and options are those of ``gradcli.check`` (docs/contract.md, the model file); nothing is registered and
 ``fn`` is not modified. Anything but ``pass`` raises an AssertionError with the text ``gradcli check``
 shows for that check (status, message, the worst elements with input, index, expected and got, notes,
 the user's traceback); on ``pass`` the CheckResult is returned.

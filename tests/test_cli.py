@@ -1,4 +1,4 @@
-"""Every path through ``gradcli grad`` (DESIGN.md section 3), with stdout and stderr asserted separately.
+"""Every path through ``gradcli grad`` (docs/contract.md, the command line), with stdout and stderr asserted separately.
 
 Data goes to stdout, diagnostics to stderr: each test checks both streams on their own, and that no
 Traceback ever reaches the user.

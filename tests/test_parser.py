@@ -1,4 +1,4 @@
-"""The expression language (DESIGN.md section 2): grammar, graph shape, errors, limits."""
+"""The expression language (docs/contract.md, the expression language): grammar, graph shape, errors, limits."""
 from __future__ import annotations
 
 import math

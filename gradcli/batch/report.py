@@ -1,4 +1,4 @@
-"""The batch report: plain data with its exit code (DESIGN.md section 3); its JSON document is
+"""The batch report: plain data with its exit code (docs/contract.md, the command line); its JSON document is
 :func:`gradcli.render.json.batch_document`."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``gradcli.check``: register a gradient check (DESIGN.md section 4), and turn a spec's inputs into arrays.
+"""``gradcli.check``: register a gradient check (docs/contract.md, the model file), and turn a spec's inputs into arrays.
 
 Three forms, all recording one :class:`~gradcli.checks.spec.CheckSpec` in ``REGISTRY``::
 
@@ -39,7 +39,7 @@ DOMAINS = ("positive", "unit")
 
 
 def check(fn=None, /, *, grad=None, vjp=None, hvp=None, inputs: dict | None = None, **kwargs):
-    """Register a gradient check; see the module docstring and DESIGN.md section 4."""
+    """Register a gradient check; see the module docstring and docs/contract.md, the model file."""
     return _check(fn, grad, vjp, inputs, kwargs, REGISTRY, sys._getframe(1), hvp=hvp)
 
 

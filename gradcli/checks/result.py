@@ -1,4 +1,4 @@
-"""Results of ``gradcli check``: plain data, the JSON document and the exit code (DESIGN.md section 4).
+"""Results of ``gradcli check``: plain data, the JSON document and the exit code (docs/contract.md, the model file).
 
 The runner fills these; the table, JSON and JUnit renderers only read them.
 """

@@ -1,6 +1,6 @@
 """Run one registered check: ``run_check(spec, defaults) -> CheckResult``.
 
-The reference is independent of the gradient under test (DESIGN.md section 4):
+The reference is independent of the gradient under test (docs/contract.md, the model file):
 
 * **traced AD** (``gradcli.trace``) is the reference when tracing succeeded, its value equals the
   function's, and it agrees with the finite differences wherever those can decide (every element in

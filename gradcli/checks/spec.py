@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-#: Option keywords of ``gradcli.check`` (DESIGN.md section 4); any other keyword is an input.
+#: Option keywords of ``gradcli.check`` (docs/contract.md, the model file); any other keyword is an input.
 OPTIONS = ("atol", "rtol", "eps", "seed", "dtype", "mode", "domain", "wrt", "output", "with_grad", "order",
            "taylor")
 

@@ -2,7 +2,7 @@
 
 The parser is a shunting-yard loop with explicit stacks, so no input can exhaust Python's recursion
 limit: nesting is bounded by ``max_depth`` (a clean ParseError), not by the interpreter. The grammar
-follows Python's precedence (DESIGN.md section 2): ``**``/``^`` (right-associative, and binding tighter
+follows Python's precedence (docs/contract.md, the expression language): ``**``/``^`` (right-associative, and binding tighter
 than a unary minus on its left but accepting one on its right) > unary ``+ -`` > ``* /`` > ``+ -``.
 """
 from __future__ import annotations
@@ -381,7 +381,7 @@ def _split_call(name: str):
     """("sin", "x") for "sinx": a function name followed by one or two letters, longest name first.
 
     Longer tails are left alone: "expected" or "absolute" are more likely meant as names. Short ones
-    still catch honest names ("cost"), which is why the CLI only warns, and DESIGN.md only where such a
+    still catch honest names ("cost"), which is why the CLI only warns, and the contract only where such a
     name is the sole variable.
     """
     for f in sorted(FUNCTION_NAMES, key=len, reverse=True):

@@ -109,7 +109,7 @@ class CompiledExpression:
         return value, grads
 
 
-def compile(expr: str) -> CompiledExpression:  # noqa: A001 - the public name DESIGN.md gives it
+def compile(expr: str) -> CompiledExpression:  # noqa: A001 - the public name the contract gives it
     """Parse and compile ``expr`` once; ``.value_and_grad(**arrays)`` then runs it on batches.
 
     Raises :class:`gradcli.BadInput` for an expression that does not parse.

@@ -1,4 +1,4 @@
-"""The one table from statuses to process exit codes, for every command (DESIGN.md section 3)."""
+"""The one table from statuses to process exit codes, for every command (docs/contract.md, the command line)."""
 from __future__ import annotations
 
 EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT, EXIT_UNDEFINED = 0, 1, 2, 3

@@ -1,5 +1,5 @@
 """The shipped examples: every correct model passes, every deliberately broken one fails, and the
-report names the input the bug is in (DESIGN.md section 4, issue 4 item 6)."""
+report names the input the bug is in (docs/contract.md, the model file)."""
 from __future__ import annotations
 
 import json
