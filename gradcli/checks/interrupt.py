@@ -13,9 +13,6 @@ import signal
 import threading
 from contextlib import contextmanager
 
-#: Exit status of a run stopped by the user's Ctrl-C (128 + SIGINT), as shells report it.
-EXIT_INTERRUPTED = 130
-
 
 class _State:
     watching = False

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gradcli.verdict.report import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, EXIT_UNDEFINED, finite_or_none
-from gradcli.checks.interrupt import EXIT_INTERRUPTED
+from gradcli.render.json import check_document, check_method_document, check_result_document, mismatch_document
+from gradcli.verdict.exit_codes import EXIT_INTERRUPTED, exit_code
 
 #: Check statuses, and whether each one fails the run (exit 1).
 STATUSES = ("pass", "fail", "error", "inconclusive", "nondifferentiable", "undefined", "skipped")
@@ -27,12 +27,7 @@ class Mismatch:
     output_index: tuple | None = None  # for full-Jacobian (vjp) checks: the output element
 
     def to_dict(self) -> dict:
-        d = {"input": self.input, "index": list(self.index), "expected": finite_or_none(self.expected),
-             "got": finite_or_none(self.got), "abs_error": finite_or_none(self.abs_error),
-             "rel_error": finite_or_none(self.rel_error)}
-        if self.output_index is not None:
-            d["output_index"] = list(self.output_index)
-        return d
+        return mismatch_document(self)
 
 
 @dataclass
@@ -46,11 +41,7 @@ class MethodSummary:
     message: str = ""
 
     def to_dict(self) -> dict:
-        d = {"status": self.status, "max_abs_error": finite_or_none(self.max_abs_error),
-             "max_rel_error": finite_or_none(self.max_rel_error)}
-        if self.message:
-            d["message"] = self.message
-        return d
+        return check_method_document(self)
 
 
 @dataclass
@@ -97,27 +88,7 @@ class CheckResult:
         return self.status in FAILING
 
     def to_dict(self) -> dict:
-        d = {"name": self.name, "file": self.file, "line": self.line, "kind": self.kind, "status": self.status,
-             "methods": {k: m.to_dict() for k, m in self.methods.items()},
-             "mismatches": [m.to_dict() for m in self.mismatches], "message": self.message,
-             "reference": self.reference, "mode": self.mode,
-             "max_abs_error": finite_or_none(self.max_abs_error),
-             "max_rel_error": finite_or_none(self.max_rel_error), "seconds": self.seconds}
-        if self.traceback:
-            d["traceback"] = self.traceback
-        if self.order != 1:
-            d["order"] = self.order
-        if self.second_order is not None:
-            d["second_order"] = self.second_order
-        if self.taylor is not None or self.taylor2 is not None:
-            d["taylor"] = {"slope": finite_or_none(self.taylor_slope), "verdict": self.taylor_verdict,
-                           "detail": self.taylor.detail if self.taylor is not None else ""}
-            if self.taylor2 is not None:
-                d["taylor"].update({"slope2": finite_or_none(self.taylor_slope2), "verdict2": self.taylor_verdict2,
-                                    "detail2": self.taylor2.detail})
-        if self.notes:
-            d["notes"] = list(self.notes)
-        return d
+        return check_result_document(self)
 
 
 @dataclass
@@ -137,18 +108,7 @@ class CheckReport:
     def exit_code(self) -> int:
         if self.interrupted:
             return EXIT_INTERRUPTED
-        if self.errors:
-            return EXIT_BAD_INPUT
-        if any(c.failed for c in self.checks):
-            return EXIT_MISMATCH
-        if any(c.status in ("nondifferentiable", "undefined") for c in self.checks):
-            return EXIT_UNDEFINED
-        return EXIT_OK
+        return exit_code(*(["bad_input"] if self.errors else []), *(c.status for c in self.checks))
 
     def to_dict(self) -> dict:
-        d = {"checks": [c.to_dict() for c in self.checks], "summary": self.summary()}
-        if self.errors:
-            d["errors"] = list(self.errors)
-        if self.interrupted:
-            d["interrupted"] = True
-        return d
+        return check_document(self)

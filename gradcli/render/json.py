@@ -193,3 +193,55 @@ def batch_document(report) -> dict:
     if report.out:
         doc["out"] = report.out
     return doc
+
+
+# --- gradcli check --------------------------------------------------------------------------------
+
+def mismatch_document(m) -> dict:
+    d = {"input": m.input, "index": list(m.index), "expected": finite_or_none(m.expected),
+         "got": finite_or_none(m.got), "abs_error": finite_or_none(m.abs_error),
+         "rel_error": finite_or_none(m.rel_error)}
+    if m.output_index is not None:
+        d["output_index"] = list(m.output_index)
+    return d
+
+
+def check_method_document(m) -> dict:
+    d = {"status": m.status, "max_abs_error": finite_or_none(m.max_abs_error),
+         "max_rel_error": finite_or_none(m.max_rel_error)}
+    if m.message:
+        d["message"] = m.message
+    return d
+
+
+def check_result_document(c) -> dict:
+    d = {"name": c.name, "file": c.file, "line": c.line, "kind": c.kind, "status": c.status,
+         "methods": {k: check_method_document(m) for k, m in c.methods.items()},
+         "mismatches": [mismatch_document(m) for m in c.mismatches], "message": c.message,
+         "reference": c.reference, "mode": c.mode,
+         "max_abs_error": finite_or_none(c.max_abs_error),
+         "max_rel_error": finite_or_none(c.max_rel_error), "seconds": c.seconds}
+    if c.traceback:
+        d["traceback"] = c.traceback
+    if c.order != 1:
+        d["order"] = c.order
+    if c.second_order is not None:
+        d["second_order"] = c.second_order
+    if c.taylor is not None or c.taylor2 is not None:
+        d["taylor"] = {"slope": finite_or_none(c.taylor_slope), "verdict": c.taylor_verdict,
+                       "detail": c.taylor.detail if c.taylor is not None else ""}
+        if c.taylor2 is not None:
+            d["taylor"].update({"slope2": finite_or_none(c.taylor_slope2), "verdict2": c.taylor_verdict2,
+                                "detail2": c.taylor2.detail})
+    if c.notes:
+        d["notes"] = list(c.notes)
+    return d
+
+
+def check_document(report) -> dict:
+    d = {"checks": [check_result_document(c) for c in report.checks], "summary": report.summary()}
+    if report.errors:
+        d["errors"] = list(report.errors)
+    if report.interrupted:
+        d["interrupted"] = True
+    return d

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT, EXIT_UNDEFINED = 0, 1, 2, 3
+#: the user's Ctrl-C (SIGINT) ended the run, as a shell reports it: 128 + 2
+EXIT_INTERRUPTED = 130
 
 #: a report's (or a check's) status -> the exit code it asks for
 EXIT_CODES = {
