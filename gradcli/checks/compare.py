@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from gradcli.checks import numeric as num
+from gradcli.verdict import tolerance as vt
 from gradcli.checks.context import (
     ESTIMATE_SAFETY, MAX_MISMATCHES, NUMERIC_CAP, SAMPLE, CheckContext, Outcome, Verdict, at_text, combine,
     mismatch, summarize)
@@ -24,7 +25,11 @@ def judge(ctx: CheckContext, got, ref, err, typical):
     ``ctx`` contributes only the tolerances (``rtol``, ``atol``) and the dtype under test (the floor)."""
     floor = ctx.floor(ref)
     with np.errstate(all="ignore"):
-        base = ctx.rtol * np.fmax(np.abs(ref), typical) + ctx.atol + floor
+        # the one tolerance rule (gradcli.verdict.tolerance) with check's terms: the input's typical
+        # gradient as the scale, no rounding spread and no subnormal term (the user's code is not ours to
+        # jiggle), the floor of the dtype under test; the estimate is added here, with check's own safety
+        # factor, because a NaN estimate must fail the entry rather than widen its tolerance to inf
+        base = vt.tolerance(np, ref, typical, 0.0, None, floor, (ctx.rtol, ctx.atol), numerical=True, tiny=0.0)
         tol = base + ESTIMATE_SAFETY * err
         diff = np.abs(got - ref)
     live = np.isfinite(ref)

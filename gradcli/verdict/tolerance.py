@@ -1,4 +1,4 @@
-"""The one tolerance and judgement rule of grad, hessian and batch, over an array namespace ``xp``.
+"""The one tolerance and judgement rule of grad, hessian, batch and check, over an array namespace ``xp``.
 
 An entry passes when ``|got - ref| <= rtol * max(|ref|, scale) + atol + 10 * spread [+ 10 * estimate + floor]``:
 
