@@ -215,24 +215,23 @@ def straddles(graph: Graph, inputs: dict, k: int, reach, xp, dtype, N):
     sub = graph.upstream(roots)
     ops = NumericOps(xp)
     here = dict(zip(roots, walk(sub, ops, inputs)))
-    switched = [i for i in switched if bool(xp.isfinite(_switch_sign(graph, here, i, xp, dtype, (N,))).any())]
-    if not switched:
+    signs = {i: switch_sign(graph, here, i, xp, dtype, (N,)) for i in switched}
+    signs = {i: s for i, s in signs.items() if bool(xp.isfinite(s).any())}
+    if not signs:
         return hit
     x = inputs[name]
     moved = dict(inputs)
-    # the point, then both ends at reach, reach/2, reach/4: a switch that flips twice within the
+    # both ends at reach, reach/2, reach/4 against the point: a switch that flips twice within the
     # reach (tan of a fast-growing argument) still shows at some level
-    levels = [x] + [x + sign * reach / 2 ** j for j in range(3) for sign in (-1, 1)]
-    moved[name] = xp.stack(levels)  # (7, N)
+    moved[name] = xp.stack([x + sign * reach / 2 ** j for j in range(3) for sign in (-1, 1)])  # (6, N)
     vals = dict(zip(roots, walk(sub, ops, moved)))
-    for i in switched:
-        sw = _switch_sign(graph, vals, i, xp, dtype, (len(levels), N))
-        live = xp.isfinite(sw[0])
-        hit |= live & (xp.isfinite(sw[1:]) & (sw[1:] != sw[0])).any(axis=0)
+    for i, s0 in signs.items():
+        sw = switch_sign(graph, vals, i, xp, dtype, (6, N))
+        hit |= xp.isfinite(s0) & (xp.isfinite(sw) & (sw != s0)).any(axis=0)
     return hit
 
 
-def _switch_sign(graph: Graph, vals, i: int, xp, dtype, shape):
+def switch_sign(graph: Graph, vals, i: int, xp, dtype, shape):
     """The sign of node i's switching function over ``vals`` (its arguments' values by node index; NaN
     where the switch is not live)."""
     node = graph.nodes[i]

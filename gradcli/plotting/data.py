@@ -19,6 +19,7 @@ from gradcli.engines.program import compile_graph
 from gradcli.verdict.diagnose import diagnose_points, output_masks
 from gradcli.core.graph import Graph, evaluate, node_values
 from gradcli.methods import numeric, symbolic
+from gradcli.methods.differences import switch_sign
 from gradcli.core.primitives import PRIMITIVES
 
 EPS = float(np.finfo(np.float64).eps)
@@ -168,11 +169,9 @@ def _defects(graph: Graph, var: str, inputs: dict, n: int):
     with np.errstate(all="ignore"):
         vals = node_values(graph, inputs)
     for i in switched:
-        node = graph.nodes[i]
-        prim = PRIMITIVES[node.op]
-        args = [np.broadcast_to(np.asarray(vals[a], dtype=float), (n,)) for a in node.args]
+        prim = PRIMITIVES[graph.nodes[i].op]
         with np.errstate(all="ignore"):
-            s = np.sign(np.asarray(prim.switch(np, *args), dtype=float))
+            s = switch_sign(graph, vals, i, np, float, (n,))
         cross = np.flatnonzero(np.isfinite(s[:-1]) & np.isfinite(s[1:]) & (s[:-1] != s[1:]))
         for j in (j for j in range(m) if reaches[i] >> j & 1):
             if prim.switch_kind != "kink":
