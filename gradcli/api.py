@@ -6,7 +6,7 @@ import math
 from gradcli.verdict.point import compare_point
 from gradcli.core.errors import BadInput
 from gradcli.core.graph import Graph
-from gradcli.core.parser import ParseError, parse, parse_expression, suggest_call, suspicious_variables
+from gradcli.core.parser import parse_expression, suggest_call, suspicious_variables
 from gradcli.verdict.report import GradReport, HessianReport
 
 

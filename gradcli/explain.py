@@ -22,7 +22,8 @@ from gradcli.verdict.diagnose import diagnose
 from gradcli.core.graph import Graph
 from gradcli.methods import forward, numeric, reverse, symbolic
 from gradcli.methods.forward import Dual, split
-from gradcli.verdict.report import EXIT_OK, EXIT_UNDEFINED, finite_or_none
+from gradcli.render.json import finite_or_none
+from gradcli.verdict.exit_codes import EXIT_OK, EXIT_UNDEFINED
 
 #: Above this many nodes, lists show their first and last HEAD/TAIL entries and the tree stops at
 #: TREE_DEPTH levels and TREE_ROWS rows; ``cap=None`` (``--all``) lifts every limit.

@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 
+from gradcli.verdict.diagnose import diagnose_batch
 from gradcli.verdict.point import parse_methods
 from gradcli.core.graph import Graph
 from gradcli.methods import numeric, symbolic
@@ -214,7 +215,7 @@ def run_batch(graph: Graph, source, *, expression: str = "", methods=None, rtol=
         host_pts = source.chunk(start, stop)
         inputs = {v: xp.asarray(host_pts[v], dtype=dtype) for v in graph.variables}
         with np.errstate(all="ignore"):
-            bad_value, bad_deriv, why = bm.diagnose(graph, inputs, xp, dtype, n=n)
+            bad_value, bad_deriv, why = diagnose_batch(graph, inputs, xp, dtype, n=n)
             for key, (count, first) in why.items():
                 c, example = reasons.get(key, (0, None))
                 if example is None:

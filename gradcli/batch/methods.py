@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcli.verdict.diagnose import diagnose_batch as diagnose  # noqa: F401 - batch/compare's name
 from gradcli.methods.differences import straddles
 from gradcli.core.graph import Graph, evaluate
 from gradcli.methods.forward import Dual, DualOps, sweep

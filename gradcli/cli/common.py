@@ -9,7 +9,6 @@ import numpy as np
 from rich.console import Console
 
 # the commands import these from here
-from gradcli.core.assignments import parse_assignments, parse_direction, split_top_level  # noqa: F401
 from gradcli.core.errors import BadInput
 from gradcli.verdict.exit_codes import exit_code
 from gradcli.render.json import dumps, error_document

@@ -13,9 +13,8 @@ from gradcli.explain import explain as build
 from gradcli.core.parser import parse_constant
 from gradcli.render.explain import render_explanation
 from gradcli.render.json import dumps
-from gradcli.cli.common import JsonCommand, console, fail, parse_assignments, parse_direction
-
-
+from gradcli.core.assignments import parse_assignments, parse_direction
+from gradcli.cli.common import JsonCommand, console, fail
 @click.command(cls=JsonCommand)
 @click.argument("expr")
 @click.option("--at", "at", multiple=True, metavar="NAME=VALUE",

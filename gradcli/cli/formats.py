@@ -26,22 +26,15 @@ def check_format(fmt, as_json: bool, batch: bool = False) -> None:
 def _expressions(graph, timeout, order: int):
     """(outputs, derivatives) as sympy expressions: first derivatives [output][variable], or for
     ``order=2`` the Hessian [i][j] of the single output; (None, None) when sympy cannot."""
-    sympy = symbolic.load_sympy()
     res = symbolic.derivatives(graph, timeout or None)
     if res.status != "ok":
         return None, None
     if order == 1:
         return res.function_values, res.derivatives
     syms = symbolic.symbols_of(graph)
-    xs = [syms[v] for v in graph.variables]
-    n = len(xs)
     try:
         with symbolic.time_limit(timeout or None):
-            ds = res.derivatives[0]
-            H = [[None] * n for _ in range(n)]
-            for i in range(n):
-                for j in range(i, n):  # the order symbolic_hessian uses: d/dx_j of d/dx_i, mirrored
-                    H[i][j] = H[j][i] = symbolic.tidy(sympy.diff(ds[i], xs[j]))
+            H = symbolic.second_derivatives(res.derivatives[0], [syms[v] for v in graph.variables])
     except (symbolic.SymbolicTimeout, RecursionError, MemoryError, TypeError, ValueError, ArithmeticError):
         return res.function_values, None
     return res.function_values, H

@@ -8,8 +8,8 @@ from gradcli.verdict.point import compare_point, parse_methods
 from gradcli.core.errors import BadInput
 from gradcli.core.parser import parse_constant
 from gradcli.render.table import render_grad
-from gradcli.cli.common import (
-    JsonCommand, fail, parse_assignments, parse_direction, point_options, run_and_print)
+from gradcli.core.assignments import parse_assignments, parse_direction
+from gradcli.cli.common import JsonCommand, fail, point_options, run_and_print
 from gradcli.cli.formats import check_format, format_option
 
 

@@ -8,8 +8,8 @@ from gradcli.core.errors import BadInput
 from gradcli.verdict.hessian import compare_hessian, parse_hessian_methods, require_scalar
 from gradcli.core.parser import parse_constant
 from gradcli.render.hessian import render_hessian
-from gradcli.cli.common import (
-    JsonCommand, fail, parse_assignments, parse_direction, point_options, run_and_print)
+from gradcli.core.assignments import parse_assignments, parse_direction
+from gradcli.cli.common import JsonCommand, fail, point_options, run_and_print
 from gradcli.cli.formats import check_format, format_option
 
 

@@ -20,8 +20,8 @@ from gradcli.plotting.data import plot_data, step_data
 from gradcli.plotting.render import (
     check_save_path, need, plot_file, plot_terminal, steps_file, steps_terminal)
 from gradcli.render.json import dumps
-from gradcli.cli.common import JsonCommand, fail, parse_assignments, split_top_level
-
+from gradcli.core.assignments import parse_assignments, split_top_level
+from gradcli.cli.common import JsonCommand, fail
 MAX_POINTS = 100_000
 
 

@@ -167,15 +167,11 @@ def symbolic_hessian(graph: Graph, point: dict, timeout: float | None = symbolic
     _require_scalar(graph)
     syms = symbolic.symbols_of(graph)
     xs = [syms[v] for v in graph.variables]
-    n = len(xs)
     try:
         with symbolic.time_limit(timeout):
             (f,) = symbolic.to_sympy(graph, syms)
-            ds = [symbolic._tidy(sympy.diff(f, s)) for s in xs]
-            H = [[None] * n for _ in range(n)]
-            for i in range(n):
-                for j in range(i, n):  # sympy.hessian's order: d/dx_j of d/dx_i, mirrored
-                    H[i][j] = H[j][i] = symbolic._tidy(sympy.diff(ds[i], xs[j]))
+            ds = [symbolic.tidy(sympy.diff(f, s)) for s in xs]
+            H = symbolic.second_derivatives(ds, xs)
             res = SymbolicHessian("ok", text=[[sympy.sstr(d) for d in row] for row in H],
                                   gradient_text=[sympy.sstr(d) for d in ds])
     except symbolic.SymbolicTimeout:

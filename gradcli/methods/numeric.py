@@ -19,7 +19,6 @@ from gradcli.core.primitives import PRIMITIVES
 from gradcli.core.constants import CENTRAL_CANDIDATES, COMPLEX_H, RIDDERS_CON, RIDDERS_ROWS, STRADDLE_BUDGET
 from gradcli.methods import differences
 from gradcli.methods.differences import best_central, central_candidates
-from gradcli.methods.differences import ridders  # noqa: F401 - its home before the verdict layer
 
 #: Elements per vectorised evaluation when the variables are many (memory stays near 100 MB).
 BLOCK_ELEMENTS = 2_000_000

@@ -108,6 +108,18 @@ def tidy(d):
     return d.replace(sympy.DiracDelta, lambda *a: sympy.S.Zero)
 
 
+def second_derivatives(ds: list, xs: list) -> list:
+    """sympy's Hessian from the first derivatives ``ds`` by the symbols ``xs``: d/dx_j of d/dx_i for
+    j >= i, mirrored (sympy.hessian's order), each :func:`tidy`."""
+    sympy = load_sympy()
+    n = len(xs)
+    H = [[None] * n for _ in range(n)]
+    for i in range(n):
+        for j in range(i, n):
+            H[i][j] = H[j][i] = tidy(sympy.diff(ds[i], xs[j]))
+    return H
+
+
 #: evalf's working-precision ceilings (digits), tried in turn until the result is certified to the
 #: digits asked for: 1 - tanh(300)**2 cancels 260 digits, beyond sympy's default of 100
 MAX_DIGITS = (100, 1000, 4000)
@@ -204,4 +216,3 @@ def symbolic(graph: Graph, point: dict, timeout: float | None = DEFAULT_TIMEOUT,
     return res
 
 
-_tidy = tidy  # the name other modules used before it was public

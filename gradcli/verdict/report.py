@@ -6,9 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-# EXIT_*, finite_or_none and symbolic_document are also imported from here by other modules
-from gradcli.verdict.exit_codes import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, EXIT_UNDEFINED, exit_code  # noqa: F401
-from gradcli.render.json import finite_or_none, grad_document, hessian_document, symbolic_document  # noqa: F401
+from gradcli.verdict.exit_codes import exit_code
+from gradcli.render.json import finite_or_none, grad_document, hessian_document
 
 METHOD_ORDER = ("symbolic", "forward", "reverse", "central", "richardson", "complex_step")
 
