@@ -10,8 +10,9 @@ import numpy as np
 
 from gradcli.checks import numeric as num
 from gradcli.verdict import tolerance as vt
+from gradcli.core.constants import CHECK_ESTIMATE_SAFETY
 from gradcli.checks.context import (
-    ESTIMATE_SAFETY, MAX_MISMATCHES, NUMERIC_CAP, SAMPLE, CheckContext, Outcome, Verdict, at_text, combine,
+    MAX_MISMATCHES, NUMERIC_CAP, SAMPLE, CheckContext, Outcome, Verdict, at_text, combine,
     mismatch, summarize)
 from gradcli.checks.under_test import user_gradient, user_vjp_at
 
@@ -30,11 +31,11 @@ def judge(ctx: CheckContext, got, ref, err, typical):
         # jiggle), the floor of the dtype under test; the estimate is added here, with check's own safety
         # factor, because a NaN estimate must fail the entry rather than widen its tolerance to inf
         base = vt.tolerance(np, ref, typical, 0.0, None, floor, (ctx.rtol, ctx.atol), numerical=True, tiny=0.0)
-        tol = base + ESTIMATE_SAFETY * err
+        tol = base + CHECK_ESTIMATE_SAFETY * err
         diff = np.abs(got - ref)
     live = np.isfinite(ref)
     failed = live & ~(diff <= tol)
-    undecided = live & ~failed & (ESTIMATE_SAFETY * err > base)
+    undecided = live & ~failed & (CHECK_ESTIMATE_SAFETY * err > base)
     return diff, tol, failed, undecided, live
 
 
@@ -97,7 +98,7 @@ def _look_closer(ctx, ad_rows, cols, bad, nref, nerr, kink, ntyp, target, sigma,
     nref[:, ks], nerr[:, ks], kink[:, ks] = close.value[:, agree], close.error[:, agree], close.kink[:, agree]
     # where the two step sizes disagree with each other, neither is a reference
     gap = np.abs(close.value - nref[:, disputed])
-    unsure = ~agree & (gap > ESTIMATE_SAFETY * (close.error + nerr[:, disputed])).any(axis=0)
+    unsure = ~agree & (gap > CHECK_ESTIMATE_SAFETY * (close.error + nerr[:, disputed])).any(axis=0)
     ku = disputed[unsure]
     nerr[:, ku] = np.fmax(nerr[:, ku], gap[:, unsure])
     if ks.size or ku.size:
@@ -283,11 +284,11 @@ def verdict_of_elements(ctx, got, ref, err, kink, cols, refdesc: str, identity=N
         if decided is not None:
             return combine(elements, decided)
     if und.any():
-        j, k = worst(ESTIMATE_SAFETY * err, tol - ESTIMATE_SAFETY * err, und)
+        j, k = worst(CHECK_ESTIMATE_SAFETY * err, tol - CHECK_ESTIMATE_SAFETY * err, und)
         nm, idx = ctx.unflat_index(int(cols[k]))
         message = (f"{int(und.sum())} of {int(live.sum())} entries cannot be decided: the finite-difference error "
                    f"estimate ({err[j, k]:.2g} at {at_text(nm, idx)}) is too large for the tolerance "
-                   f"({tol[j, k] - ESTIMATE_SAFETY * err[j, k]:.2g}) and traced AD was not available to decide; "
+                   f"({tol[j, k] - CHECK_ESTIMATE_SAFETY * err[j, k]:.2g}) and traced AD was not available to decide; "
                    "try float64 inputs, another point (seed=), or a larger step (eps=)")
         return combine(elements, Outcome(verdict=Verdict("inconclusive", message)))
     if kink.any():

@@ -12,12 +12,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from gradcli.core.constants import CHECK_ESTIMATE_SAFETY
 from gradcli.checks.result import MethodSummary, Mismatch
 
 #: Default relative tolerance by the dtype under test; ``rtol``/``atol`` options replace it.
 RTOL = {"float64": 1e-6, "float32": 2e-4}
-ESTIMATE_SAFETY = CHECK_ESTIMATE_SAFETY  # check's own factor: see gradcli.core.constants
 FLOOR_ULPS = 10.0
 AUTO_FULL_MAX = 10_000  # auto mode: full while the Jacobian has at most this many entries
 NUMERIC_CAP = 2000  # full mode with AD: finite differences on a sample above this many elements

@@ -10,8 +10,9 @@ import numpy as np
 from gradcli.checks import numeric as num
 from gradcli.checks.compare import (
     CLOSER, describe_under_test, judge, reference_text, under_test_name, verdict_of_elements)
+from gradcli.core.constants import CHECK_ESTIMATE_SAFETY
 from gradcli.checks.context import (
-    DIRECTIONS, ESTIMATE_SAFETY, CheckContext, Outcome, Verdict, combine, summarize)
+    DIRECTIONS, CheckContext, Outcome, Verdict, combine, summarize)
 from gradcli.checks.result import Mismatch
 from gradcli.checks.under_test import user_gradient, user_vjp_at
 
@@ -91,7 +92,7 @@ def compare_fast(ctx: CheckContext) -> Outcome:
                                         np.fmax(scale, rss)[None, a:a + 1])
                 if not (b2.any() or u2.any() or e.kink.any()):
                     lhs[a], lerr[a] = near, near_err
-                elif abs(near - lhs[a]) > ESTIMATE_SAFETY * (near_err + lerr[a]):
+                elif abs(near - lhs[a]) > CHECK_ESTIMATE_SAFETY * (near_err + lerr[a]):
                     lerr[a] = max(lerr[a], abs(near - lhs[a]))  # the two step sizes disagree: no reference
             diff, tol, bad, und, live = judge(ctx, adl[None], lhs[None], lerr[None], np.fmax(scale, rss)[None])
             if not bad.any():
