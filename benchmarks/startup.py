@@ -12,6 +12,11 @@ slows every command alike, and each figure is the median over the rounds:
 
 gradcli runs as ``python -m gradcli`` with the interpreter running this script (the installed
 ``gradcli`` script beside it does the same imports). ``--check`` exits 1 when a target is missed.
+
+A fourth figure is the floor under the third: the same imports plus sympy's own first derivative
+of the expression and its evaluation to 30 digits, which any run with a symbolic reference pays
+(sympy imports its tensor and combinatorics modules on the first sum it builds, and fills its
+assumption caches). It is printed as that floor's ratio to the baseline and gradcli's to the floor.
 """
 from __future__ import annotations
 
@@ -41,6 +46,12 @@ PAIRS = [
      python("import numpy, rich, click"), 1.3),
     ("grad (every method)", gradcli("grad", *EXPR), python("import numpy, sympy, rich, click"), 1.15),
 ]
+
+#: sympy's own first derivative of EXPR, evaluated at its point: what a symbolic reference costs at least.
+FLOOR = python("import numpy, sympy, rich, click\n"
+               "x, y = sympy.symbols('x y')\n"
+               "f = x**2*sympy.sin(y)\n"
+               "[f.diff(v).evalf(30, subs={x: 1.5, y: 0.3}) for v in (x, y)]")
 
 
 #: Children may write .pyc files: an installed package has them (pip compiles at install), and a
@@ -73,7 +84,7 @@ def main(argv=None) -> int:
     ap.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     args = ap.parse_args(argv)
     runs = max(7, args.runs)
-    commands = [cmd for _, mine, base, _ in PAIRS for cmd in (mine, base)]
+    commands = [cmd for _, mine, base, _ in PAIRS for cmd in (mine, base)] + [FLOOR]
     for cmd in commands:  # warm the file cache and .pyc files: not part of any figure
         run_once(cmd)
     times: list = [[] for _ in commands]
@@ -100,6 +111,11 @@ def main(argv=None) -> int:
         missed += not ok
         print(f"{what:32} {m * 1e3:10.0f} {b * 1e3:11.0f} {ratio:6.2f} {target:6.2f}x  "
               f"{'ok' if ok else 'MISSED'}{note}")
+    floor, base, mine = medians[-1], medians[-2], medians[-3]
+    print(f"{'floor: sympy first derivative':32} {'':10} {floor * 1e3:11.0f} {floor / base:6.2f}"
+          f"          (the floor against the last baseline)")
+    print(f"{'grad (every method) / floor':32} {'':10} {'':11} {mine / floor:6.2f}"
+          f"          (what gradcli adds to sympy's own cost)")
     return 1 if args.check and missed else 0
 
 

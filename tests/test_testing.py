@@ -1,10 +1,11 @@
 """gradcli.testing.assert_gradients: pass silently, fail with a readable message."""
-import os
+import io
 
 import numpy as np
 import pytest
 
 from gradcli.checks.spec import REGISTRY
+from gradcli.render.screen import Screen
 from gradcli.testing import assert_gradients
 
 
@@ -58,7 +59,6 @@ def test_errors_show_the_users_traceback():
 
 
 def test_failure_text_is_the_one_gradcli_check_shows():
-    from rich.console import Console
 
     from gradcli.checks.registry import build_spec
     from gradcli.checks.runner import run_check
@@ -75,9 +75,8 @@ def test_failure_text_is_the_one_gradcli_check_shows():
     assert result.status == "fail" and result.message
     head, message = text.splitlines()[:2]
     assert head.startswith("FAIL loss (") and head.endswith(", grad, full)") and message == result.message
-    console = Console(width=400, record=True, no_color=True, file=open(os.devnull, "w"))
-    console.print(render_details(result))
-    shown = [line.strip() for line in console.export_text().splitlines() if line.strip()]
+    screen = Screen(io.StringIO(), width=400, color=False)
+    shown = [line.strip() for line in screen.render(render_details(result)).splitlines() if line.strip()]
     assert shown[0].startswith("FAIL loss (") and shown[1] == message
     # the same elements, in the same order, with the same numbers
     rows = [line.split() for line in text.splitlines() if line.startswith("  ")][1:]

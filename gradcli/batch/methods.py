@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcli.methods.differences import straddles
-from gradcli.core.graph import Graph, evaluate
-from gradcli.methods.forward import Dual, DualOps, sweep
-from gradcli.methods import differences
 from gradcli.core.constants import CENTRAL_CANDIDATES, COMPLEX_STEP, STRADDLE_BUDGET
-from gradcli.methods.differences import best_central, central_candidates
+from gradcli.core.graph import Graph, evaluate
+from gradcli.methods import differences
+from gradcli.methods.differences import best_central, central_candidates, straddles
+from gradcli.methods.forward import Dual, DualOps, monte_carlo_spread, sweep
 
 
 def _n_points(inputs: dict, n: int | None) -> int:
@@ -63,13 +62,8 @@ def forward(graph: Graph, inputs: dict, xp, dtype, jiggle=None, n: int | None = 
 def rounding_spread(graph: Graph, inputs: dict, J0, xp, dtype, seed: int = 0, n: int | None = None):
     """How far one extra ulp of rounding per operation moves forward mode's Jacobian (two runs with
     random directions per node, as :func:`gradcli.methods.forward.rounding_spread` does at a point)."""
-    rng = np.random.default_rng(seed)
-    spread = xp.zeros_like(J0)
-    for _ in range(2):
-        signs = rng.choice((-1.0, 1.0), size=(len(graph.nodes), 2))
-        _, Jj = forward(graph, inputs, xp, dtype, jiggle=signs, n=n)
-        spread = xp.fmax(spread, xp.abs(Jj - J0))
-    return spread
+    return monte_carlo_spread(lambda signs: forward(graph, inputs, xp, dtype, jiggle=signs, n=n)[1], J0,
+                              len(graph.nodes), trials=2, seed=seed, xp=xp)
 
 
 # --- finite differences, vectorised --------------------------------------------------------------------

@@ -13,7 +13,7 @@ from gradcli.core.errors import BadInput
 from gradcli.render.check import render_check_report
 from gradcli.render.json import dumps
 from gradcli.render.junit import junit_target, junit_xml, write_atomic
-from gradcli.cli.common import JsonCommand, console, fail
+from gradcli.cli.common import JsonCommand, console, fail, progress_console
 
 #: Checks are run with a progress bar (stderr, terminals only, never with --json) once a run has
 #: taken this many seconds and has more checks to go.
@@ -77,7 +77,7 @@ def check(paths, pattern, as_json, junit, mode, seed, rtol, atol, taylor):
                 click.echo(f"error: {e['file']}: {e['message']}", err=True)
             show = not as_json and sys.stderr.isatty() and len(specs) > 1
             with contextlib.redirect_stdout(sys.stderr):
-                report = run_report(specs, defaults, errors, console(stderr=True) if show else None, started)
+                report = run_report(specs, defaults, errors, progress_console() if show else None, started)
         except KeyboardInterrupt:  # the user's Ctrl-C while a file was being imported
             report = session.CheckReport(checks=[], errors=errors, interrupted=True, planned=len(specs))
     seconds = time.perf_counter() - started

@@ -6,19 +6,26 @@ import sys
 
 import click
 import numpy as np
-from rich.console import Console
 
 # the commands import these from here
 from gradcli.core.errors import BadInput
 from gradcli.verdict.exit_codes import exit_code
 from gradcli.render.json import dumps, error_document
+from gradcli.render.screen import Screen
 from gradcli.cli.formats import emit
 
 
-def console(stderr: bool = False) -> Console:
-    file = sys.stderr if stderr else sys.stdout
-    return Console(file=file, highlight=False, no_color="NO_COLOR" in os.environ or None,
-                   width=None if file.isatty() else max(120, Console(file=file).width))
+def console() -> Screen:
+    """Standard output, where every report is printed."""
+    return Screen(sys.stdout)
+
+
+def progress_console():
+    """A rich console on standard error, for the one thing rich still draws: a progress bar (imported
+    only when a bar is shown, so that no other run pays for rich's console)."""
+    from rich.console import Console
+
+    return Console(file=sys.stderr, highlight=False, no_color="NO_COLOR" in os.environ or None)
 
 
 def fail(err: BadInput, as_json: bool = False):

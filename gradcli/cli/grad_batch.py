@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 
 import click
-from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from gradcli.batch import api as batch
 from gradcli.engines.device import resolve_target
@@ -13,7 +12,7 @@ from gradcli.verdict.point import parse_methods
 from gradcli.core.errors import BadInput
 from gradcli.render.batch import render_batch
 from gradcli.render.json import dumps
-from gradcli.cli.common import console, fail
+from gradcli.cli.common import console, fail, progress_console
 
 
 def run_batch_command(expr, at, methods, rtol, atol, timeout, as_json, batch_n, domains, points_file, seed, device,
@@ -38,10 +37,9 @@ def run_batch_command(expr, at, methods, rtol, atol, timeout, as_json, batch_n, 
         click.echo(f"note: {note}", err=True)
     for w in warnings:
         click.echo(f"warning: {w}", err=True)
-    err_console = console(stderr=True)
     show = not as_json and sys.stderr.isatty() and source.n >= PROGRESS_POINTS
     try:
-        with _progress(show, err_console, source.n) as progress:
+        with _progress(show, source.n) as progress:
             report = batch.run_prepared(graph, source, info, warnings, expr=expr, methods=selected, rtol=rtol,
                                         atol=atol, dtype=dt, device=dev, chunk=chunk, out=out, timeout=timeout,
                                         progress=progress, engine=engine)
@@ -61,15 +59,17 @@ PROGRESS_POINTS = 1_000_000
 class _progress:
     """A rich progress bar on stderr, or nothing; yields the callback ``progress(done, total)``."""
 
-    def __init__(self, show: bool, console_, total: int):
-        self.show, self.console, self.total = show, console_, total
+    def __init__(self, show: bool, total: int):
+        self.show, self.total = show, total
         self.bar = None
 
     def __enter__(self):
         if not self.show:
             return None
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
         self.bar = Progress(TextColumn("checking"), BarColumn(), TextColumn("{task.completed}/{task.total} points"),
-                            TimeRemainingColumn(), console=self.console, transient=True)
+                            TimeRemainingColumn(), console=progress_console(), transient=True)
         self.bar.start()
         task = self.bar.add_task("batch", total=self.total)
         return lambda done, total: self.bar.update(task, completed=done)

@@ -7,7 +7,6 @@ than a unary minus on its left but accepting one on its right) > unary ``+ -`` >
 """
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from typing import Iterable, NamedTuple
@@ -176,6 +175,8 @@ def _times_hint(text, tokens, i):
 
 
 def _unknown_function_hint(name):
+    import difflib  # only a misspelt name needs it
+
     close = difflib.get_close_matches(name, FUNCTION_NAMES, n=3, cutoff=0.6)
     if name.lower() in FUNCTION_NAMES and name.lower() not in close:
         close.insert(0, name.lower())  # names are case-sensitive: Sin(x) is almost surely sin(x)

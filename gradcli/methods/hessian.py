@@ -244,11 +244,5 @@ def forward_over_forward(graph: Graph, point: dict, jiggle: np.ndarray | None = 
 def rounding_spread(graph: Graph, point: dict, trials: int = 3, seed: int = 0) -> np.ndarray:
     """How far float64 rounding alone can move the Hessian at ``point`` (Monte Carlo arithmetic, as
     :func:`gradcli.methods.forward.rounding_spread` does for the Jacobian)."""
-    rng = np.random.default_rng(seed)
-    H0 = forward_over_forward(graph, point)
-    spread = np.zeros_like(H0)
-    with np.errstate(invalid="ignore"):
-        for _ in range(trials):
-            signs = rng.choice((-1.0, 1.0), size=(len(graph.nodes), 2))
-            spread = np.fmax(spread, np.abs(forward_over_forward(graph, point, signs) - H0))
-    return spread
+    return forward.monte_carlo_spread(lambda signs: forward_over_forward(graph, point, signs),
+                                      forward_over_forward(graph, point), len(graph.nodes), trials, seed)

@@ -1,10 +1,8 @@
 """The rich rendering of a BatchReport: one row per method, the worst points, the verdict."""
 from __future__ import annotations
 
-from rich.console import Group
-from rich.table import Table
-from rich.text import Text
 
+from gradcli.render.screen import Group, Table, Text
 from gradcli.batch.report import BatchReport
 from gradcli.render.table import STATUS_STYLE, VERDICT_MARK, VERDICT_STYLE, fmt_error, fmt_number, truncate
 
@@ -35,11 +33,11 @@ def render_batch(report: BatchReport) -> Group:
     head.append(f"device {report.device}, {report.dtype}, chunks of {report.chunk}; reference: {report.reference}")
     parts.append(head)
 
-    table = Table(header_style="bold", pad_edge=False)
+    table = Table()
     for col, justify in (("method", "left"), ("max rel err", "right"), ("median rel err", "right"),
                          ("agree", "right"), ("undefined", "right"), ("unavailable", "right"),
                          ("seconds", "right"), ("points/s", "right")):
-        table.add_column(col, justify=justify, no_wrap=True)
+        table.add_column(col, justify=justify)
     for name, m in report.methods.items():
         label = Text(f"{name}{' (ref)' if m.reference else ''}", style=STATUS_STYLE.get(m.status, ""))
         if m.reference or m.status == "unavailable" and not m.compared:
@@ -56,7 +54,7 @@ def render_batch(report: BatchReport) -> Group:
     parts.append(table)
 
     if report.worst:
-        worst = Table(title="worst points (error / tolerance)", header_style="bold", pad_edge=False)
+        worst = Table(title="worst points (error / tolerance)")
         for col, justify in (("method", "left"), ("point", "left"), ("entry", "left"), ("got", "right"),
                              ("reference", "right"), ("rel err", "right"), ("err/tol", "right")):
             worst.add_column(col, justify=justify)

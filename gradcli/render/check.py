@@ -2,10 +2,8 @@
 and a summary line. ``result_text`` is the same detail as plain text (JUnit, pytest)."""
 from __future__ import annotations
 
-from rich.console import Group
-from rich.table import Table
-from rich.text import Text
 
+from gradcli.render.screen import Group, Table, Text
 from gradcli.checks.result import CheckReport, CheckResult
 from gradcli.render.table import fmt_error, fmt_number
 
@@ -43,15 +41,13 @@ def render_check_report(report: CheckReport, seconds: float | None = None, taylo
     on stderr; the summary line counts them). ``taylor`` adds the "taylor slope" column."""
     parts = []
     if report.checks:
-        table = Table(header_style="bold", pad_edge=False)
+        table = Table()
         cols = [("status", "left"), ("check", "left"), ("where", "left"), ("kind", "left"),
                 ("max abs err", "right"), ("max rel err", "right"), ("reference", "left")]
         if taylor:
             cols.append(("taylor slope", "right"))
         for col, justify in cols:
-            table.add_column(col, justify=justify, no_wrap=col in ("status", "max abs err", "max rel err",
-                                                                     "taylor slope"),
-                             overflow="fold")  # a long path is shown whole, not cut with an ellipsis
+            table.add_column(col, justify=justify)
         for r in report.checks:
             row = [Text(STATUS_LABEL.get(r.status, r.status), style=STATUS_STYLE.get(r.status, "")),
                    r.name, where(r), r.kind + (" (order 2)" if r.order == 2 else ""),
@@ -79,12 +75,12 @@ def render_details(r: CheckResult) -> Group:
     parts.append(head)
     if r.mismatches:
         jac = any(m.output_index is not None for m in r.mismatches)
-        table = Table(header_style="bold", pad_edge=False, title_justify="left",
+        table = Table(title_justify="left",
                       title=f"worst elements ({min(len(r.mismatches), MAX_SHOWN)} of {len(r.mismatches)})"
                       if len(r.mismatches) > MAX_SHOWN else None)
         cols = ["input", "index"] + (["output"] if jac else []) + ["expected", "got", "abs err", "rel err"]
         for col in cols:
-            table.add_column(col, justify="left" if col in ("input", "index", "output") else "right", no_wrap=True)
+            table.add_column(col, justify="left" if col in ("input", "index", "output") else "right")
         for m in r.mismatches[:MAX_SHOWN]:
             row = [m.input, fmt_index(m.index)] + ([fmt_index(m.output_index)] if jac else [])
             row += [fmt_number(m.expected), Text(fmt_number(m.got), style="red"), fmt_error(m.abs_error) or "—",

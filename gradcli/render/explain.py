@@ -1,12 +1,8 @@
 """The rich rendering of an Explanation: one section per method, in the order a reader follows them."""
 from __future__ import annotations
 
-from rich.console import Group
-from rich.rule import Rule
-from rich.table import Table
-from rich.text import Text
-from rich.tree import Tree
 
+from gradcli.render.screen import Group, Rule, Table, Text, Tree
 from gradcli.explain import Explanation, Gap
 from gradcli.render.table import fmt_error, fmt_exact, fmt_number, header
 
@@ -20,14 +16,13 @@ def num(v) -> str:
 
 
 def _heading(title: str) -> Rule:
-    return Rule(Text(title, style="bold"), align="left", style="dim")
+    return Rule(Text(title, style="bold"), style="dim")
 
 
 def _table(*columns, title=None) -> Table:
-    table = Table(header_style="bold", pad_edge=False, show_lines=False, title=title, title_justify="left")
+    table = Table(title=title, title_justify="left")
     for name in columns:
-        table.add_column(name, justify="left" if name in ("", "step", "node", "operation", "entry") else "right",
-                         no_wrap=True)
+        table.add_column(name, justify="left" if name in ("", "step", "node", "operation", "entry") else "right")
     return table
 
 

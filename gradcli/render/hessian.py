@@ -2,9 +2,8 @@
 full matrix), eigenvalues and definiteness, the directional derivative and H·v, the verdict."""
 from __future__ import annotations
 
-from rich.console import Group
-from rich.text import Text
 
+from gradcli.render.screen import Group, Text
 from gradcli.verdict.report import HessianReport
 from gradcli.render.table import (
     direction_table, entry_table, fmt_exact, fmt_number, header, method_table, notes_and_verdict, truncate)

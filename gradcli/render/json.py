@@ -4,7 +4,6 @@ Each document is a function of its report (plain data); the reports' ``to_dict()
 """
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
@@ -12,6 +11,8 @@ import numpy as np
 
 def dumps(doc: dict) -> str:
     # allow_nan=False: a stray inf/nan must fail loudly here rather than emit invalid JSON
+    import json  # here: a report printed as a table never pays for the json module
+
     return json.dumps(doc, indent=2, allow_nan=False)
 
 

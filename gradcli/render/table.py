@@ -5,10 +5,8 @@ import math
 
 import numpy as np
 
-from rich.console import Group
-from rich.table import Table
-from rich.text import Text
 
+from gradcli.render.screen import Group, Table, Text
 from gradcli.verdict.report import GradReport
 
 STATUS_STYLE = {"ok": "green", "mismatch": "bold red", "undefined": "yellow", "unavailable": "dim",
@@ -138,11 +136,11 @@ def method_header(report, name) -> Text:
 def entry_table(report, rows) -> Table:
     """One row per matrix entry, one column per method: the value with its relative error beneath.
     ``rows`` is a list of (label, i, k)."""
-    table = Table(show_lines=False, header_style="bold", pad_edge=False)
-    table.add_column("", no_wrap=True)
+    table = Table()
+    table.add_column("")
     names = list(report.methods)
     for name in names:
-        table.add_column(method_header(report, name), justify="right", no_wrap=True, min_width=13)
+        table.add_column(method_header(report, name), justify="right", min_width=13)
     for label, i, k in rows:
         cells = []
         for name in names:
@@ -163,12 +161,12 @@ def entry_table(report, rows) -> Table:
 
 def method_table(report, extra=()) -> Table:
     """One row per method: status and largest relative error (plus ``extra`` columns: (title, fn(name, m)))."""
-    table = Table(show_lines=False, header_style="bold", pad_edge=False)
-    table.add_column("method", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    table.add_column("max rel error", justify="right", no_wrap=True)
+    table = Table()
+    table.add_column("method")
+    table.add_column("status")
+    table.add_column("max rel error", justify="right")
     for title, _ in extra:
-        table.add_column(title, justify="right", no_wrap=True)
+        table.add_column(title, justify="right")
     for name, m in report.methods.items():
         err = "" if name == report.reference else fmt_error(m.max_rel_error)
         bad = m.abs_error is not None and m.tolerance is not None and bool(
@@ -183,14 +181,13 @@ def method_table(report, extra=()) -> Table:
 def direction_table(report, hvp: bool = False) -> Table:
     """--direction: each method's directional derivative (and H·v) with its error against the reference."""
     names = ", ".join(f"{v}={fmt_number(x, 6)}" for v, x in zip(report.variables, report.direction))
-    table = Table(title=f"along v = ({names})", title_justify="left", show_lines=False, header_style="bold",
-                  pad_edge=False)
-    table.add_column("method", no_wrap=True)
+    table = Table(title=f"along v = ({names})", title_justify="left")
+    table.add_column("method")
     table.add_column("∇f·v" if not getattr(report, "vector", False) else "J·v", justify="right")
-    table.add_column("rel error", justify="right", no_wrap=True)
+    table.add_column("rel error", justify="right")
     if hvp:
         table.add_column("H·v", justify="right")
-        table.add_column("rel error", justify="right", no_wrap=True)
+        table.add_column("rel error", justify="right")
     for name, d in report.directional.items():
         row = [method_header(report, name), ", ".join(fmt_number(x) for x in d.derivative),
                fmt_error(d.derivative_rel_error) or "—"]

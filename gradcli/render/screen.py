@@ -1,0 +1,339 @@
+"""What a terminal shows: styled text, tables, rules and trees, and the screen that prints them.
+
+gradcli's reports need little of a terminal toolkit: lines of styled text, boxed tables, a heading
+rule and an indented tree. Written here in a few hundred lines, they start in a millisecond where
+rich's console takes tens (start-up is most of a point command's time), and they obey the one
+layout rule the reports need: nothing is ever cropped. A table wider than the screen is shown with
+one block per row instead (its columns as ``header  value`` lines), and prose is not hard-wrapped
+when the output is not a terminal, so a CI log never splits a number.
+
+Every renderable has ``lines(width, wrap) -> list[Line]``: laid out for a screen ``width`` columns
+wide, prose word-wrapped to it when ``wrap``. A Line is a list of ``(text, style)`` spans.
+A style is a space-separated set of words (``"bold red"``), printed as ANSI codes only when the
+screen has colour.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import unicodedata
+
+#: Piped output's width when COLUMNS does not say: wide enough for the grad table's six methods.
+PIPE_WIDTH = 120
+
+_SGR = {"bold": "1", "dim": "2", "italic": "3", "underline": "4", "reverse": "7",
+        "black": "30", "red": "31", "green": "32", "yellow": "33", "blue": "34", "magenta": "35",
+        "cyan": "36", "white": "37"}
+
+
+def cell_len(text: str) -> int:
+    """Terminal columns a text takes: wide East Asian characters take two, combining marks none."""
+    if text.isascii():
+        return len(text)
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1
+               for c in text)
+
+
+def join_styles(*styles) -> str:
+    words: list = []
+    for s in styles:
+        words.extend(w for w in (s or "").split() if w not in words)
+    return " ".join(words)
+
+
+def line_len(line) -> int:
+    return sum(cell_len(t) for t, _ in line)
+
+
+class Text:
+    """Styled text: spans of (text, style), with newlines making several lines."""
+
+    def __init__(self, text: str = "", style: str = ""):
+        self.style = style  # the base style, under every span's own
+        self.spans: list = [(text, "")] if text else []
+
+    def append(self, text: str, style: str = "") -> "Text":
+        if text:
+            self.spans.append((text, style or ""))
+        return self
+
+    def rstrip(self) -> "Text":
+        """Drop trailing whitespace (in place, as the text is built)."""
+        while self.spans:
+            text, style = self.spans[-1]
+            text = text.rstrip()
+            if text:
+                self.spans[-1] = (text, style)
+                break
+            self.spans.pop()
+        return self
+
+    @property
+    def plain(self) -> str:
+        return "".join(t for t, _ in self.spans)
+
+    def __len__(self) -> int:
+        return len(self.plain)
+
+    def __str__(self) -> str:
+        return self.plain
+
+    def split(self) -> list:
+        """The lines, unwrapped: a trailing newline leaves an empty last line."""
+        lines: list = [[]]
+        for text, style in self.spans:
+            style = join_styles(self.style, style)
+            for i, part in enumerate(text.split("\n")):
+                if i:
+                    lines.append([])
+                if part:
+                    lines[-1].append((part, style))
+        return lines
+
+    def lines(self, width: int, wrap_prose: bool = False) -> list:
+        return [piece for line in self.split() for piece in (wrap(line, width) if wrap_prose else [line])]
+
+
+def as_text(cell) -> Text:
+    return cell if isinstance(cell, Text) else Text("" if cell is None else str(cell))
+
+
+def wrap(line, width: int) -> list:
+    """A line word-wrapped to ``width`` columns (a word longer than the width stays whole)."""
+    if line_len(line) <= width:
+        return [line]
+    chars = [(c, style) for text, style in line for c in text]
+    out, start = [], 0
+    while start < len(chars):
+        used, end, last_space = 0, start, None
+        while end < len(chars) and used + cell_len(chars[end][0]) <= width:
+            if chars[end][0] == " ":
+                last_space = end
+            used += cell_len(chars[end][0])
+            end += 1
+        if end < len(chars) and chars[end][0] != " ":
+            if last_space is not None and last_space > start:
+                end = last_space
+            else:  # a word wider than the line: whole, on a line of its own
+                while end < len(chars) and chars[end][0] != " ":
+                    end += 1
+        out.append(_spans(chars[start:end]))
+        start = end + 1 if end < len(chars) and chars[end][0] == " " else end
+    return out
+
+
+def _rstrip(line) -> list:
+    text = "".join(t for t, _ in line)
+    cut = len(text) - len(text.rstrip())
+    while cut and line:
+        t, style = line[-1]
+        if len(t) <= cut:
+            cut -= len(t)
+            line = line[:-1]
+        else:
+            line = line[:-1] + [(t[:len(t) - cut], style)]
+            cut = 0
+    return line
+
+
+def _spans(chars) -> list:
+    spans: list = []
+    for c, style in chars:
+        if spans and spans[-1][1] == style:
+            spans[-1] = (spans[-1][0] + c, style)
+        else:
+            spans.append((c, style))
+    return spans
+
+
+class Group:
+    """Renderables one after another."""
+
+    def __init__(self, *parts):
+        self.parts = parts
+
+    def lines(self, width: int, wrap_prose: bool = False) -> list:
+        return [line for part in self.parts for line in part.lines(width, wrap_prose)]
+
+
+class Rule:
+    """A heading: the title, then a line of ``─`` to the screen's width."""
+
+    def __init__(self, title, style: str = "dim"):
+        self.title, self.style = as_text(title), style
+
+    def lines(self, width: int, wrap_prose: bool = False) -> list:
+        head = self.title.split()[0]
+        rest = width - line_len(head) - 1
+        return [head + [(" ", "")] + ([("─" * rest, self.style)] if rest > 0 else [])]
+
+
+class Tree:
+    """A label with indented children under ``├──``/``└──`` guides."""
+
+    def __init__(self, label, guide_style: str = "dim"):
+        self.label, self.guide_style, self.children = as_text(label), guide_style, []
+
+    def add(self, label) -> "Tree":
+        child = Tree(label, self.guide_style)
+        self.children.append(child)
+        return child
+
+    def lines(self, width: int, wrap_prose: bool = False) -> list:
+        out = list(self.label.split())
+        # (node, the guides before it): an explicit stack, so a deep graph cannot overflow recursion
+        stack = [(c, [], i == len(self.children) - 1) for i, c in reversed(list(enumerate(self.children)))]
+        while stack:
+            node, prefix, last = stack.pop()
+            for j, line in enumerate(node.label.split()):
+                guide = ("└── " if last else "├── ") if j == 0 else ("    " if last else "│   ")
+                out.append([(p, self.guide_style) for p in prefix] + [(guide, self.guide_style)] + line)
+            below = prefix + ["    " if last else "│   "]
+            n = len(node.children)
+            stack.extend((c, below, i == n - 1) for i, c in reversed(list(enumerate(node.children))))
+        return out
+
+
+class Column:
+    def __init__(self, header, justify: str, min_width: int):
+        self.header, self.justify, self.min_width = as_text(header), justify, min_width
+
+
+class Table:
+    """A boxed table (a heavy header rule, light body), cells padded one space either side except at
+    the edges; cells may hold several lines. Wider than the screen, it becomes one block per row."""
+
+    def __init__(self, title=None, title_justify: str = "center", header_style: str = "bold"):
+        self.title = None if title is None else as_text(title)
+        self.title_justify, self.header_style = title_justify, header_style
+        self.columns: list = []
+        self.rows: list = []
+
+    def add_column(self, header="", justify: str = "left", min_width: int | None = None) -> None:
+        self.columns.append(Column(header, justify, min_width or 0))
+
+    def add_row(self, *cells) -> None:
+        self.rows.append([as_text(c).split() for c in cells] + [[[]]] * (len(self.columns) - len(cells)))
+
+    def _widths(self) -> list:
+        return [max([col.min_width, line_len(col.header.split()[0])]
+                    + [line_len(line) for row in self.rows for line in row[i]])
+                for i, col in enumerate(self.columns)]
+
+    def lines(self, width: int, wrap_prose: bool = False) -> list:
+        widths = self._widths()
+        n = len(widths)
+        pads = [(0 if i == 0 else 1, 0 if i == n - 1 else 1) for i in range(n)]
+        total = sum(widths) + sum(a + b for a, b in pads) + n + 1
+        if total > width and n > 1:
+            return self._blocks()
+        out = []
+        if self.title is not None:
+            for line in self.title.split():
+                room = max(0, total - line_len(line))
+                left = room // 2 if self.title_justify == "center" else 0
+                out.append([(" " * left, "")] + [(t, join_styles("italic", s)) for t, s in line]
+                           + [(" " * (room - left), "")])
+
+        def rule(left, fill, mid, right):
+            return [(left + mid.join(fill * (w + a + b) for w, (a, b) in zip(widths, pads)) + right, "")]
+
+        def row_lines(cells, style="", justify=None):
+            height = max(len(c) for c in cells)
+            for k in range(height):
+                line, sep = [], "┃" if style else "│"
+                line.append((sep, ""))
+                for i, cell in enumerate(cells):
+                    content = cell[k] if k < len(cell) else []
+                    room = widths[i] - line_len(content)
+                    right = (justify or self.columns[i].justify) == "right"
+                    a, b = pads[i]
+                    line.append((" " * (a + (room if right else 0)), ""))
+                    line.extend((t, join_styles(style, s)) for t, s in content)
+                    line.append((" " * (b + (0 if right else room)), ""))
+                    line.append((sep, ""))
+                out.append(line)
+
+        out.append(rule("┏", "━", "┳", "┓"))
+        row_lines([[col.header.split()[0]] for col in self.columns], style=self.header_style)
+        out.append(rule("┡", "━", "╇", "┩"))
+        for row in self.rows:
+            row_lines(row)
+        out.append(rule("└", "─", "┴", "┘"))
+        return out
+
+    def _blocks(self) -> list:
+        """One block per row: the first cell, then ``header  value`` for each other column, so that a
+        narrow screen still shows every number whole."""
+        out = list(self.title.split()) if self.title is not None else []
+        headers = [col.header.split()[0] for col in self.columns]
+        label_width = max(line_len(h) for h in headers[1:])
+        # the j-th line of a column's cells, padded to the widest j-th line: the values align
+        depth = max((len(cell) for row in self.rows for cell in row), default=1)
+        widths = [[max([line_len(row[i][j]) for row in self.rows if j < len(row[i])], default=0)
+                   for j in range(depth)] for i in range(len(self.columns))]
+        for row in self.rows:
+            first = [span for line in row[0] for span in line + [(" ", "")]][:-1]
+            out.append([(t, join_styles("bold", s)) for t, s in first])
+            for i, (head, cell) in enumerate(zip(headers[1:], row[1:]), start=1):
+                if not any(cell):
+                    continue
+                line = [("  ", "")] + head + [(" " * (label_width - line_len(head)), "")]
+                right = self.columns[i].justify == "right"
+                for j, value in enumerate(cell):
+                    room = " " * (widths[i][j] - line_len(value))
+                    line += [("  ", "")] + ([(room, "")] + value if right else value + [(room, "")])
+                out.append(_rstrip(line))
+        return out
+
+
+class Screen:
+    """Where reports are printed: a file, its width, and whether it takes colour.
+
+    A terminal gets its own width and colour (unless NO_COLOR is set); anything else gets COLUMNS or
+    ``PIPE_WIDTH`` for tables and rules, prose lines unwrapped, and colour only with FORCE_COLOR."""
+
+    def __init__(self, file=None, width: int | None = None, color: bool | None = None, wrap: bool | None = None):
+        self.file = file if file is not None else sys.stdout
+        tty = _isatty(self.file)
+        if width is None:
+            width = shutil.get_terminal_size((PIPE_WIDTH, 24)).columns if tty else _columns()
+        if color is None:
+            color = "NO_COLOR" not in os.environ and (
+                bool(os.environ.get("FORCE_COLOR")) or (tty and os.environ.get("TERM") != "dumb"))
+        self.width, self.color = width, color
+        self.wrap = tty if wrap is None else wrap
+
+    def render(self, *renderables) -> str:
+        """The text the renderables print as, each line ending in a newline."""
+        return "".join(self._paint(line) + "\n" for r in renderables
+                       for line in (as_text(r) if isinstance(r, str) else r).lines(self.width, self.wrap))
+
+    def print(self, *renderables) -> None:
+        self.file.write(self.render(*renderables))
+        self.file.flush()
+
+    def _paint(self, line) -> str:
+        if not self.color:
+            return "".join(t for t, _ in line)
+        out = []
+        for text, style in line:
+            codes = [_SGR[w] for w in style.split() if w in _SGR]
+            out.append(f"\x1b[{';'.join(codes)}m{text}\x1b[0m" if codes else text)
+        return "".join(out)
+
+
+def _isatty(file) -> bool:
+    try:
+        return file.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _columns() -> int:
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        return PIPE_WIDTH
+    return columns if columns > 0 else PIPE_WIDTH

@@ -1,0 +1,120 @@
+"""The terminal layout (gradcli.render.screen): boxed tables, blocks when too wide, colour, wrapping,
+trees; and the commands' output at 40 to 200 columns, where no number may be cropped."""
+import io
+import re
+import subprocess
+import sys
+
+import pytest
+
+from gradcli.render.screen import Group, Rule, Screen, Table, Text, Tree, cell_len
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def plain(*renderables, width=120, wrap=False) -> str:
+    return Screen(io.StringIO(), width=width, color=False, wrap=wrap).render(*renderables)
+
+
+def small_table(title=None) -> Table:
+    t = Table(title=title, title_justify="left")
+    t.add_column("")
+    t.add_column("value", justify="right")
+    t.add_row("a", "1.5")
+    t.add_row(Text("bb"), Text("22\n3e-16"))
+    return t
+
+
+def test_a_table_that_fits_is_boxed():
+    assert plain(small_table()) == (
+        "┏━━━┳━━━━━━┓\n"
+        "┃   ┃ value┃\n"
+        "┡━━━╇━━━━━━┩\n"
+        "│a  │   1.5│\n"
+        "│bb │    22│\n"
+        "│   │ 3e-16│\n"
+        "└───┴──────┘\n")
+
+
+def test_a_title_spans_the_table():
+    lines = plain(small_table("along v")).splitlines()
+    assert lines[0] == "along v" + " " * (len(lines[1]) - len("along v"))
+
+
+def test_a_table_wider_than_the_screen_becomes_blocks_with_every_value_whole():
+    t = Table()
+    t.add_column("")
+    names = [f"method{k}" for k in range(8)]
+    for name in names:
+        t.add_column(name, justify="right", min_width=13)
+    t.add_row("∂f/∂x", *(Text(f"0.8865606199{k}\n1.2e-1{k}") for k in range(8)))
+    out = plain(t, width=60)
+    assert max(cell_len(line) for line in out.splitlines()) <= 60
+    assert out.splitlines()[0] == "∂f/∂x"
+    for k, name in enumerate(names):
+        row = next(line for line in out.splitlines() if line.split()[:1] == [name])
+        assert row.split()[1:] == [f"0.8865606199{k}", f"1.2e-1{k}"]
+    # wide enough: the box again
+    assert plain(t, width=200).startswith("┏")
+
+
+def test_colour_is_ansi_only_when_asked():
+    text = Text("ok ", style="bold").append("bad", style="bold red")
+    coloured = Screen(io.StringIO(), width=80, color=True).render(text)
+    assert coloured == "\x1b[1mok \x1b[0m\x1b[1;31mbad\x1b[0m\n"
+    assert ANSI.sub("", coloured) == plain(text)
+
+
+def test_prose_wraps_on_a_terminal_only():
+    text = Text("alpha beta gamma delta epsilon")
+    assert plain(text, width=12) == "alpha beta gamma delta epsilon\n"
+    assert plain(text, width=12, wrap=True) == "alpha beta\ngamma delta\nepsilon\n"
+    # a word longer than the line is kept whole
+    assert plain(Text("1.23456789012345"), width=5, wrap=True) == "1.23456789012345\n"
+
+
+def test_a_trailing_newline_is_an_empty_line_and_groups_stack():
+    assert plain(Group(Text("a\n"), Text("b"))) == "a\n\nb\n"
+
+
+def test_rule_and_tree():
+    assert plain(Rule(Text("Title", style="bold")), width=12) == "Title ──────\n"
+    root = Tree("f")
+    a = root.add("v2 = v0 * v1")
+    a.add("v0 = x")
+    a.add("v1 = y")
+    root.add("v3 = 2")
+    assert plain(root) == ("f\n"
+                           "├── v2 = v0 * v1\n"
+                           "│   ├── v0 = x\n"
+                           "│   └── v1 = y\n"
+                           "└── v3 = 2\n")
+
+
+def test_cell_width_of_wide_and_combining_characters():
+    assert cell_len("∂f/∂x") == 5
+    assert cell_len("格子") == 4
+    assert cell_len("e\u0301") == 1
+
+
+def test_text_rstrip_and_plain():
+    t = Text("a").append("b  \n", style="red").append("  ")
+    assert t.rstrip().plain == "ab"
+
+
+def _gradcli(args, columns):
+    env = {"COLUMNS": str(columns), "NO_COLOR": "1", "PATH": "/usr/bin:/bin"}
+    return subprocess.run([sys.executable, "-m", "gradcli", *args], capture_output=True, text=True, env=env)
+
+
+@pytest.mark.parametrize("columns", [40, 60, 80, 120, 200])
+def test_grad_output_fits_and_shows_every_method_whole(columns):
+    r = _gradcli(["grad", "x**2*sin(y)", "--at", "x=1.5", "--at", "y=0.3"], columns)
+    assert r.returncode == 0, r.stderr
+    table = [line for line in r.stdout.splitlines() if not line.startswith(("f(", "at ", "value", "∂f/∂", "✓"))]
+    assert max(cell_len(line) for line in table) <= max(columns, 40)
+    for name in ("symbolic", "forward", "reverse", "central", "richardson", "complex_step"):
+        assert name in r.stdout
+    # the numbers are whole: 11 significant digits of each partial, as at 200 columns
+    assert r.stdout.count("0.88656061998") == 6 and r.stdout.count("2.1495071005") == 6
+    assert "…" not in r.stdout
