@@ -15,7 +15,7 @@ import numpy as np
 from gradcli.core.constants import CENTRAL_CANDIDATES, COMPLEX_STEP, STRADDLE_BUDGET
 from gradcli.core.graph import Graph, evaluate
 from gradcli.methods import differences
-from gradcli.methods.differences import best_central, central_candidates, straddles
+from gradcli.methods.differences import best_central, central_candidates, rounding_scale, straddles
 from gradcli.methods.forward import Dual, DualOps, monte_carlo_spread, sweep
 
 
@@ -117,6 +117,7 @@ def _central_block(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
     check_kinks = nv * len(graph.nodes) <= STRADDLE_BUDGET
     tiled = {v: xp.broadcast_to(xp.asarray(inputs[v])[None], (K, N)).ravel() for v in graph.variables} \
         if check_kinks else {}
+    scale = rounding_scale(graph, {v: x[k] for k, v in enumerate(graph.variables)}, xp)
     parts = []
     # one variable at a time (every step is per variable and elementwise): memory stays K * 6 rows of the
     # chunk, not K * 6 * nvars
@@ -128,7 +129,7 @@ def _central_block(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
         def straddle(_, reach, k=k):
             return straddles(graph, tiled, k, reach.ravel(), xp, dtype, K * N).reshape(K, N)
         D1, est, hs, _ = central_candidates(xp, x[k:k + 1], rows, eps, probe=True,
-                                            straddle=straddle if check_kinks else None)
+                                            straddle=straddle if check_kinks else None, noise_scale=scale)
         parts.append(best_central(xp, D1, est, hs)[:3])
     J, err, steps = (xp.concatenate([p[i] for p in parts], axis=1 if i < 2 else 0) for i in range(3))
     J = xp.where(xp.isfinite(err), J, xp.nan)

@@ -195,8 +195,9 @@ def _numba_pow(a, b):
 
 
 def _acosh_partial(F, ans, x):
-    # (x-1)(x+1) keeps its digits near x = 1, where x*x - 1 cancels
-    return 1 / F.sqrt((x - 1) * (x + 1))
+    # sqrt(x-1)*sqrt(x+1): keeps its digits near x = 1, where x*x - 1 cancels, and does not overflow
+    # above x = 1.3e154, where (x-1)*(x+1) does and the partial would read 0
+    return 1 / (F.sqrt(x - 1) * F.sqrt(x + 1))
 
 
 def _tie(F, d):
@@ -268,10 +269,18 @@ _prim("sinh", 1, lambda xp, x: xp.sinh(x), lambda F, a, x: F.cosh(x), "sinh", uf
       cuda="sinh({0})", numba=lambda a: math.sinh(a))
 _prim("cosh", 1, lambda xp, x: xp.cosh(x), lambda F, a, x: F.sinh(x), "cosh", ufunc=("cosh",),
       cuda="cosh({0})", numba="cosh")
-# 1 - tanh**2 is 0 in float64 from |x| = 19 on; 1/cosh**2 keeps every digit until it underflows
-_prim("tanh", 1, lambda xp, x: xp.tanh(x), lambda F, a, x: 1 / (F.cosh(x) * F.cosh(x)), "tanh",
+def _tanh_partial(F, ans, x):
+    # sech(x)**2 as 4e/(1 + e)**2 with e = exp(-2|x|): 1 - tanh**2 is 0 in float64 from |x| = 19 on,
+    # and 1/cosh**2, though it keeps its digits, differentiates into inf/inf once cosh overflows at
+    # |x| = 710 (the Hessian of tanh at 711 read nan); |x|'s kink at 0 is harmless, sech**2 being even
+    e = F.exp(-2 * F.abs(x))
+    return 4 * e / ((1 + e) * (1 + e))
+
+
+_prim("tanh", 1, lambda xp, x: xp.tanh(x), _tanh_partial, "tanh",
       ufunc=("tanh",), cuda="tanh({0})", numba="tanh")
-_prim("asinh", 1, lambda xp, x: xp.arcsinh(x), lambda F, a, x: 1 / F.sqrt(x * x + 1), "asinh",
+# 1/hypot(x, 1), not 1/sqrt(x*x + 1): x*x overflows from |x| = 1.3e154 on, and the partial would read 0
+_prim("asinh", 1, lambda xp, x: xp.arcsinh(x), lambda F, a, x: 1 / F.hypot(x, 1), "asinh",
       ufunc=("arcsinh",), cuda="asinh({0})", numba=lambda a: math.asinh(a))
 _prim("acosh", 1, lambda xp, x: xp.arccosh(x), _acosh_partial, "acosh",
       domain=lambda xp, x: x >= 1, smooth=lambda xp, x: x > 1, sample=((1.1, 3.0),),

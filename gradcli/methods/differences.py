@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcli.core.graph import Graph, walk
+from gradcli.core.graph import Graph, graph_sweep, walk
 from gradcli.core.primitives import PRIMITIVES, NumericOps
+from gradcli.methods.reverse import local_partials
 
 from gradcli.core.constants import (
     CENTRAL_CANDIDATES, ESTIMATE_GAP, RIDDERS_CON, RIDDERS_CREDIBLE, RIDDERS_H0, RIDDERS_ROWS, RIDDERS_SAFE)
@@ -34,14 +35,40 @@ def candidate_scales(xp, x):
     return 10.0 ** (hi[:, None] - (hi - lo)[:, None] * k[None, :, None])
 
 
+def rounding_scale(graph: Graph, inputs: dict, xp=np):
+    """Per output and point, the sum over the operations that move with the variables of
+    |adjoint x value|: eps/2 times it bounds, to first order, how far rounding their results moves the
+    output, so it is the size a difference quotient's round-off is relative to, not |f|. At
+    sin(x - 1/8e-11) the output is 0.2 but its argument, -1.25e10, is rounded to 2e-6, which no step
+    below that can see through (both ends round to the same argument and the quotient reads 0).
+    Deterministic, unlike rounding probes, whose signs can cancel along a chain. -> (n_out, P)"""
+    ops = NumericOps(xp)
+    vals = walk(graph, ops, inputs, keep=True)
+    partial = local_partials(graph, vals, ops)
+    nodes = graph.nodes
+    P = max([int(v.size) for v in vals if getattr(v, "ndim", 0)] or [1])
+    out = xp.zeros((len(graph.outputs), P))
+    for r, o in enumerate(graph.outputs):
+        if not graph.active[o]:
+            continue
+        total = [xp.zeros(P)]
+
+        def seen(i, g, edges):
+            if nodes[i].op not in ("var", "const"):
+                total[0] = total[0] + xp.abs(g * vals[i])
+        graph_sweep(graph, r, partial, xp.ones_like(vals[o]), observe=seen)
+        out[r] = total[0]
+    return out
+
+
 def central_candidates(xp, x, rows, eps, probe=False, straddle=None, noise_scale=None, bounded=False):
     """Central differences at steps h, 2h, 4h for every candidate scale, with error estimates.
 
     ``rows(deltas, signs)`` evaluates the stencil, ``signs`` (None, or ``signs(i)``: +-1 per row for node i)
     rounding every operation one ulp up or down; with ``probe`` two such patterns measure the rounding of
     intermediate values. ``straddle(k, reach)`` -> bool (K, P): does moving variable k by ``reach`` cross a
-    kink, jump or pole. ``noise_scale`` (per output) is the size rounding is relative to where that is more
-    than |f|; ``bounded`` charges the rounding bound eps*|x*f'| instead of probing.
+    kink, jump or pole. ``noise_scale`` (per output, or (n_out, P)) is the size rounding is relative to where
+    that is more than |f| (:func:`rounding_scale`); ``bounded`` charges the rounding bound eps*|x*f'| instead of probing.
     -> (D1, est, hs, scales): estimates and their errors (K, n_out, n, P), steps (K, n, P), scales (n, K, P)."""
     scales = candidate_scales(xp, x)
     K = scales.shape[1]
@@ -72,7 +99,9 @@ def central_candidates(xp, x, rows, eps, probe=False, straddle=None, noise_scale
     noise = 4 * eps * ((xp.abs(Fv[:, 0]) + xp.abs(Fv[:, 1])) / 2 + bound) / h
     noise = xp.fmax(noise, jiggle)
     if noise_scale is not None:  # outputs that cancel carry rounding relative to their terms, not to |f|
-        noise = xp.fmax(noise, 8 * eps * xp.asarray(noise_scale, dtype=float)[None, :, None, None] / h)
+        scale = xp.asarray(noise_scale, dtype=x.dtype)
+        scale = scale[:, None] if scale.ndim == 1 else scale
+        noise = xp.fmax(noise, 8 * eps * scale[None, :, None, :] / h)
     d1, d2 = xp.abs(D2 - D1), xp.abs(D4 - D2)
     # in the asymptotic range the error falls like h**2, so D(4h)-D(2h) is about 4 times
     # D(2h)-D(h); anything else (a period or a pole within the stencil) voids the estimate
@@ -136,17 +165,34 @@ def complex_step(xp, x, rows, rel, tiny, eps):
     valid only where every primitive on the path is holomorphic (the caller checks). ``rows(deltas)``
     takes complex deltas; ``rel`` is the step relative to |x| and ``tiny`` the smallest step.
     -> (J, err, h): J is nan where no step of this kind is valid."""
-    # three steps: relative to |x| (right for log(x) at tiny x), absolute for |x| < 1 (keeps f'*h from
-    # underflowing), and 1e-10 times smaller (exposes structure finer than the step); any of them
-    # would do for a well-behaved f, so where they differ, the difference is the error estimate
-    h = xp.where(x == 0, rel, xp.maximum(rel * xp.abs(x), tiny))
-    steps = (h, rel * xp.maximum(xp.abs(x), 1.0), xp.maximum(h * 1e-10, tiny))
+    # three steps: relative to |x| (right for log(x) at tiny x), absolute (keeps f'*h from underflowing
+    # at small x, and at large x sees structure on the scale of 1: tan(x) at 1e100 has a period of pi,
+    # which a step of 1e80 spans many times over), and 1e-10 times smaller (exposes structure finer
+    # than the step). Any of them would do for a well-behaved f, so where they differ, the difference
+    # is the error estimate. The first step whose Im part is clear of underflow (above tiny/eps) gives
+    # the estimate; the absolute step has no say where it is not small against x (at x = 1e-200 it
+    # would measure log near 1e-20*i, not near x).
+    ax = xp.abs(x)
+    h = xp.where(x == 0, rel, xp.maximum(rel * ax, tiny))
+    steps = (h, xp.full_like(h, rel), xp.maximum(h * 1e-10, tiny))
     Fv = rows(1j * xp.stack(steps))
-    J, *others = [xp.imag(Fv[:, k]) / step for k, step in enumerate(steps)]
-    spread = xp.maximum(xp.abs(J - others[0]), xp.abs(J - others[1]))
+    Im = [xp.imag(Fv[:, k]) for k in range(len(steps))]
+    Js = [im / step for im, step in zip(Im, steps)]
+    says = [(xp.abs(im) >= tiny / eps) & xp.isfinite(im) for im in Im]
+    says[1] = says[1] & ((x == 0) | (rel <= 1e-8 * ax))[None]
+    J = xp.where(says[0], Js[0], xp.where(says[1], Js[1], xp.where(says[2], Js[2], xp.nan)))
+    # every admitted step is heard against the estimate, unless the estimate says its Im part would
+    # have underflowed: a 0 where f'*h should have been 1e-3 is evidence, a 0 where it is 1e-320 is not
+    spread = xp.zeros_like(J)
+    for k, (Jk, step) in enumerate(zip(Js, steps)):
+        heard = xp.isfinite(J) & (xp.abs(J) * step >= tiny / eps) & (says[1] if k == 1 else True)
+        spread = xp.maximum(spread, xp.where(heard, xp.abs(Jk - J), 0.0))
+    # every step exactly 0: the derivative is 0 to every step's resolution (f' = 0, or none moves f)
+    zero = (Im[0] == 0) & (Im[1] == 0) & (Im[2] == 0)
+    J = xp.where(zero, 0.0, J)
     # below |x| = 1e-280 the relative step would underflow and the floor of 1e-300 is no longer small
     # against x (sqrt(x) at 1e-305): no step of this kind is valid there
-    J = xp.where(((x == 0) | (rel * xp.abs(x) >= tiny))[None], J, xp.nan)
+    J = xp.where(((x == 0) | (rel * ax >= tiny))[None], J, xp.nan)
     return J, 4 * eps * xp.abs(J) + spread, h
 
 

@@ -23,7 +23,8 @@ import numpy as np
 import sympy
 
 from gradcli.core.graph import Graph, walk
-from gradcli.methods import forward, numeric, reverse, symbolic
+from gradcli.engines.program import gradient_graph
+from gradcli.methods import differences, forward, numeric, reverse, symbolic
 from gradcli.core.primitives import NumericOps
 from gradcli.methods.forward import Dual, DualOps, jiggled, split
 from gradcli.methods.reverse import TapeOps, Var
@@ -144,8 +145,14 @@ def central_of_reverse(graph: Graph, point: dict) -> HessianResult:
     values, J = reverse.jacobian(graph, point)
     if x.size == 0:
         return HessianResult(float(values[0]), np.zeros(0), np.zeros((0, 0)), np.zeros((0, 0)))
-    # the gradient's rounding is relative to its terms: d/dy of (y/x)/y cancels to ~1e-16, not 0
-    r = numeric.central_of(_gradient_stencil(graph), x, noise_scale=forward.magnitudes(graph, point)[0])
+    # the gradient's rounding is relative to its terms (d/dy of (y/x)/y cancels to ~1e-16, not 0) and
+    # to the intermediates its program rounds (the cosine of x + 1e6 is computed from an argument
+    # rounded to 1e-10): the larger of the two scales
+    grad_program = gradient_graph(graph)
+    with np.errstate(all="ignore"):
+        rounding = differences.rounding_scale(grad_program, point)[1:, 0]
+    scale = np.fmax(forward.magnitudes(graph, point)[0], rounding)
+    r = numeric.central_of(_gradient_stencil(graph), x, noise_scale=scale)
     return HessianResult(float(values[0]), np.asarray(J[0], dtype=float), r.jacobian, r.error, r.status,
                          r.message, r.detail)
 

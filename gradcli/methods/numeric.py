@@ -18,7 +18,7 @@ from gradcli.core.graph import Graph, evaluate
 from gradcli.core.primitives import PRIMITIVES
 from gradcli.core.constants import CENTRAL_CANDIDATES, COMPLEX_H, RIDDERS_CON, RIDDERS_ROWS, STRADDLE_BUDGET
 from gradcli.methods import differences
-from gradcli.methods.differences import best_central, central_candidates
+from gradcli.methods.differences import best_central, central_candidates, rounding_scale
 
 #: Elements per vectorised evaluation when the variables are many (memory stays near 100 MB).
 BLOCK_ELEMENTS = 2_000_000
@@ -102,6 +102,9 @@ def _candidates(graph, x, stencil=None, noise_scale=None):
         with np.errstate(all="ignore"):
             return straddles(graph, pts, k, reach[:, 0], np, np.float64, K)[:, None]
     straddle = kinks if graph is not None and len(graph.variables) * len(graph.nodes) <= STRADDLE_BUDGET else None
+    if graph is not None:
+        with np.errstate(all="ignore"):
+            noise_scale = rounding_scale(graph, {v: x[j] for j, v in enumerate(graph.variables)})
     D1, est, hs, scales = central_candidates(np, x[:, None], rows, eps, probe=stencil is None,
                                              straddle=straddle, noise_scale=noise_scale,
                                              bounded=stencil is not None)
@@ -187,5 +190,6 @@ def complex_step(graph: Graph, point: dict) -> NumericResult:
     res = NumericResult(J, err, h, detail={"step": h.tolist()})
     if not np.all(np.isfinite(J)):
         res.status = "unavailable"
-        res.message = "complex-step evaluation is not finite"
+        res.message = ("no complex step resolves the derivative here: f(x + ih) is not finite, or its "
+                       "imaginary part underflows at every step")
     return res

@@ -110,14 +110,14 @@ def _compare(graph, point, expression, selected, rtol, atol, timeout, warnings) 
                                      error_estimate=None if est is None else np.asarray(est, dtype=float),
                                      seconds=time.perf_counter() - t0)
 
-    ref_exact, ref_grad = None, None
+    ref_exact, ref_grad, ref_estimate = None, None, None
     if sym.status in ("ok", "undefined"):
         reference, ref_exact = "symbolic", sym.values
         ref = np.array([[np.nan if v is None else float(v) for v in row] for row in sym.values],
                        dtype=float).reshape(n, n)
         ref_grad = np.array([np.nan if v is None else float(v) for v in sym.gradient], dtype=float)
     else:
-        ref, reference = _fallback_reference(graph, point, results)
+        ref, reference, ref_estimate = _fallback_reference(graph, point, results)
     if ref_grad is None:
         try:
             ref_grad = np.asarray(reverse.jacobian(graph, point)[1][0], dtype=float)
@@ -144,7 +144,7 @@ def _compare(graph, point, expression, selected, rtol, atol, timeout, warnings) 
     g = np.abs(np.nan_to_num(ref_grad)) if ref_grad is not None else np.zeros(n)
     floor = vt.floor(FLOOR_SHARE, g, xs)  # the differences see the gradient to ~1e-8 of its size
     judge_all(results, reference, ref, ref_exact, bad, scale, spread, rtol, atol, floor, HESSIAN_TOLERANCES,
-              HESSIAN_NUMERICAL, label=label)
+              HESSIAN_NUMERICAL, label=label, ref_estimate=ref_estimate)
 
     ordered = {k: results[k] for k in HESSIAN_ORDER if k in results}
     report = HessianReport(expression, list(graph.variables), point, value,
@@ -176,11 +176,14 @@ def _fallback_reference(graph, point, results):
         Hb = results["reverse_over_forward"].jacobian if "reverse_over_forward" in results \
             else hm.reverse_over_forward(graph, point).hessian
         if np.allclose(Ha, Hb, rtol=1e-12, atol=0, equal_nan=True):
-            return (Ha + Hb) / 2, "consensus"
+            return (Ha + Hb) / 2, "consensus", None
         c = results.get("central_of_reverse")
-        return (c.jacobian if c is not None else hm.central_of_reverse(graph, point).hessian), "central_of_reverse"
+        if c is not None:
+            return c.jacobian, "central_of_reverse", c.error_estimate
+        h = hm.central_of_reverse(graph, point)
+        return h.hessian, "central_of_reverse", h.error
     except Exception:
-        return None, "none"
+        return None, "none", None
 
 
 def _value(graph, point, bad_value):

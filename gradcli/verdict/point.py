@@ -113,7 +113,7 @@ def _compare(graph, point, expression, methods, rtol, atol, timeout, warnings) -
                                      seconds=time.perf_counter() - t0)
 
     # the reference: sympy; failing that, forward and reverse when they agree; failing that, Richardson
-    ref_exact = None
+    ref_exact = ref_estimate = None
     if sym.status == "ok":
         reference = "symbolic"
         ref_exact = sym.values
@@ -123,7 +123,7 @@ def _compare(graph, point, expression, methods, rtol, atol, timeout, warnings) -
         ref = np.array([[np.nan if v is None else float(v) for v in row] for row in sym.values], dtype=float)
         ref_exact = sym.values
     else:
-        ref, reference = _fallback_reference(graph, point, results)
+        ref, reference, ref_estimate = _fallback_reference(graph, point, results)
 
     scale = magnitudes(graph, point)
     try:
@@ -140,7 +140,7 @@ def _compare(graph, point, expression, methods, rtol, atol, timeout, warnings) -
     xs = np.array([max(abs(point[v]), 1.0) for v in graph.variables])
     floor = vt.floor(FLOOR_SHARE, np.nan_to_num(np.array(values, dtype=float)), xs)
     judge_all(results, reference, ref, ref_exact, bad_deriv, scale, spread, rtol, atol, floor, TOLERANCES,
-              NUMERICAL, label=lambda i, k: f"d/d{graph.variables[k]}")
+              NUMERICAL, label=lambda i, k: f"d/d{graph.variables[k]}", ref_estimate=ref_estimate)
 
     report = GradReport(expression, list(graph.variables), point, values,
                         sym.text if sym.text else None, reference,
@@ -174,9 +174,10 @@ def ill_conditioned(ref, scale, spread, diags, bad_deriv, label) -> None:
 
 
 def judge_all(results: dict, reference: str, ref, ref_exact, bad, scale, spread, rtol, atol, floor,
-              tolerances: dict, numerical: tuple, label) -> None:
+              tolerances: dict, numerical: tuple, label, ref_estimate=None) -> None:
     """Mask what the point spoils in every method's result, then :func:`judge` each against the
-    reference (grad and hessian alike)."""
+    reference (grad and hessian alike). ``ref_estimate`` is a numerical reference's own error
+    estimate: no method is blamed for the error the reference announced."""
     for name, m in results.items():
         if m.jacobian is not None:
             m.jacobian = np.where(bad, np.nan, m.jacobian)
@@ -187,11 +188,11 @@ def judge_all(results: dict, reference: str, ref, ref_exact, bad, scale, spread,
         if name == reference and name != "symbolic":
             continue
         judge(m, ref, ref_exact, bad, scale, spread, rtol, atol, floor, tolerances[name],
-              numerical=name in numerical, label=label)
+              numerical=name in numerical, label=label, ref_estimate=ref_estimate)
 
 
 def judge(m: MethodResult, ref, ref_exact, bad_deriv, scale, spread, rtol, atol, floor, defaults,
-          numerical: bool, label) -> None:
+          numerical: bool, label, ref_estimate=None) -> None:
     """Errors, tolerance and status of one method's matrix (``m.jacobian``: a Jacobian or a Hessian)
     against the reference; shared by ``grad`` and ``hessian``.
 
@@ -201,7 +202,8 @@ def judge(m: MethodResult, ref, ref_exact, bad_deriv, scale, spread, rtol, atol,
     J = m.jacobian
     m.abs_error, m.rel_error = _errors(J, ref_exact, ref)
     default_tol = rtol is None and atol is None
-    tol = vt.tolerance(np, ref, scale, spread, m.error_estimate, floor, defaults, rtol, atol, numerical)
+    tol = vt.tolerance(np, ref, scale, spread, m.error_estimate, floor, defaults, rtol, atol, numerical,
+                       ref_estimate=ref_estimate)
     m.tolerance = tol
     live = np.isfinite(ref) & ~bad_deriv
     j = vt.judge_entries(np, J, m.abs_error, ref, live, tol, m.error_estimate, floor, numerical, default_tol)
@@ -243,11 +245,14 @@ def _fallback_reference(graph, point, results):
         Jf = results["forward"].jacobian if "forward" in results else forward.jacobian(graph, point)[1]
         Jr = results["reverse"].jacobian if "reverse" in results else reverse.jacobian(graph, point)[1]
         if np.allclose(Jf, Jr, rtol=1e-12, atol=0, equal_nan=True):
-            return (Jf + Jr) / 2, "consensus"
-        r = results.get("richardson") or MethodResult("richardson", numeric.richardson(graph, point).jacobian, "ok")
-        return r.jacobian, "richardson"
+            return (Jf + Jr) / 2, "consensus", None
+        r = results.get("richardson")
+        if r is None:
+            n = numeric.richardson(graph, point)
+            r = MethodResult("richardson", n.jacobian, "ok", error_estimate=n.error)
+        return r.jacobian, "richardson", r.error_estimate
     except Exception:
-        return None, "none"
+        return None, "none", None
 
 
 def _values(graph, point, bad_value):

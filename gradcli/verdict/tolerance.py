@@ -1,6 +1,7 @@
 """The one tolerance and judgement rule of grad, hessian, batch and check, over an array namespace ``xp``.
 
-An entry passes when ``|got - ref| <= rtol * max(|ref|, scale) + atol + 10 * spread [+ 10 * estimate + floor]``:
+An entry passes when ``|got - ref| <= rtol * max(|ref|, scale) + atol + 10 * spread [+ 10 * estimate + floor]
+[+ 10 * the reference's estimate]``:
 
 * ``scale`` is the derivative's magnitude without cancellation, sum over paths of |products of local
   partials|. A derivative that cancels to nearly zero (d/dx of ``x - sin(x)`` near 0) can only be
@@ -9,7 +10,9 @@ An entry passes when ``|got - ref| <= rtol * max(|ref|, scale) + atol + 10 * spr
   one ulp worse at random: it covers what ``scale`` cannot, such as ill-conditioned steps and inexact
   constants (sin(pi) is 1.2e-16 in float64, 0 in the exact reference);
 * ``estimate`` is a numerical method's own error estimate, so a method is never blamed for the error
-  it announced, and ``floor`` the size below which the numerical methods cannot see f change.
+  it announced, and ``floor`` the size below which the numerical methods cannot see f change;
+* without sympy the reference may be numerical (Richardson, or the differences of the gradient), and
+  then its own estimate enters every comparison with it: exact AD is not blamed for its error.
 
 A point is a batch of one: the same arrays of any shape serve both. ``--rtol``/``--atol`` replace all of
 it with numpy.isclose's convention.
@@ -24,13 +27,17 @@ from gradcli.core.constants import ESTIMATE_SAFETY, ILL_CONDITIONED, ROUNDING_SA
 
 
 def tolerance(xp, ref, scale, spread, estimate, floor, defaults, rtol=None, atol=None, numerical=False,
-              tiny=SUBNORMAL):
+              tiny=SUBNORMAL, ref_estimate=None):
     """Per entry, the allowed |got - ref|. ``defaults`` is the method's (rtol, atol); ``tiny`` the size
-    below which the dtype has no relative precision left."""
+    below which the dtype has no relative precision left; ``ref_estimate`` a numerical reference's own
+    error estimate, which every comparison with it inherits (with the user's tolerance too: a
+    reference known to 1e-10 cannot show an error of 1e-12)."""
     r_def, a_def = defaults
+    inherited = 0.0 if ref_estimate is None else ESTIMATE_SAFETY * xp.where(xp.isnan(ref_estimate), xp.inf,
+                                                                            ref_estimate)
     if rtol is not None or atol is not None:  # the user's own tolerance, exactly as given
-        return (r_def if rtol is None else rtol) * xp.abs(ref) + (0.0 if atol is None else atol)
-    tol = r_def * xp.maximum(xp.abs(ref), scale) + max(a_def, tiny) + ROUNDING_SAFETY * xp.nan_to_num(spread)
+        return (r_def if rtol is None else rtol) * xp.abs(ref) + (0.0 if atol is None else atol) + inherited
+    tol = inherited + r_def * xp.maximum(xp.abs(ref), scale) + max(a_def, tiny) + ROUNDING_SAFETY * xp.nan_to_num(spread)
     if estimate is not None:
         tol = tol + ESTIMATE_SAFETY * xp.where(xp.isnan(estimate), xp.inf, estimate)
     if numerical:
