@@ -23,6 +23,8 @@ from gradcli.verdict.diagnose import diagnose_batch
 from gradcli.verdict.point import parse_methods
 from gradcli.core.graph import Graph
 from gradcli.methods import numeric, symbolic
+from gradcli.methods.differences import rounding_scale
+from gradcli.methods.forward import monte_carlo_spread
 from gradcli.verdict.report import METHOD_ORDER
 from gradcli.verdict import tolerance as vt
 from gradcli.core.constants import NUMERICAL, TOLERANCES
@@ -261,16 +263,22 @@ def run_batch(graph: Graph, source, *, expression: str = "", methods=None, rtol=
                 wide = {k: xp.asarray(v, dtype=xp.float64) for k, v in inputs.items()}
                 ref64 = bm.outputs(sym_graph, wide, xp, np.float64, n)
                 # sympy's formula carries its own rounding in float64: 1 - tanh(x)**2 is 0 from |x| = 19
-                # on, and 1/sqrt(1 - x**2) near 1 keeps 9 digits; one more ulp per operation measures it
-                signs = np.random.default_rng(1).choice((-1.0, 1.0), size=len(sym_graph.nodes))
-                ref_spread = xp.abs(bm.outputs(sym_graph, wide, xp, np.float64, n, jiggle=lambda i: signs[i])
-                                    - ref64).astype(dtype).reshape(m, nv, n)
+                # on, and 1/sqrt(1 - x**2) near 1 keeps 9 digits. One more ulp per operation measures it,
+                # and the first-order bound over its intermediates (and their underflow) bounds it where
+                # the random signs happen to cancel
+                probe = monte_carlo_spread(
+                    lambda signs: bm.outputs(sym_graph, wide, xp, np.float64, n, jiggle=lambda i: signs[i, 0]),
+                    ref64, len(sym_graph.nodes), trials=1, seed=1, xp=xp)
+                bound = (float(np.finfo(np.float64).eps) * rounding_scale(sym_graph, wide, xp, n)).reshape(m, nv, n)
+                ref_spread = xp.fmax(probe.reshape(m, nv, n), bound).astype(dtype)
                 ref = ref64.astype(dtype).reshape(m, nv, n)
                 seconds["symbolic"] += time.perf_counter() - t0
                 # where the formula is lost to its rounding, or gives 0 because a term of it overflowed
                 # or underflowed (x/sqrt(x**2 + y**2) at 1e200) while forward and reverse agree on a number
                 # clearly away from 0, those two are the reference
-                shaky = vt.ill_conditioned(xp, ref, scale, ref_spread)
+                # (and where a term of the formula overflowed on the way to a finite result, so that no
+                # bound exists: 2/(t*exp(250 + 2/t)) at t = 0.00435 is 1.3e-301, not the 0 float64 gives)
+                shaky = vt.ill_conditioned(xp, ref, scale, ref_spread) | (xp.isfinite(ref) & ~xp.isfinite(bound))
                 lost = (ref == 0) & (xp.abs(consensus) > 1e3 * (spread + float(np.finfo(dtype).eps) * scale))
                 fill = (~xp.isfinite(ref) | shaky | lost) & ~bad_deriv & xp.isfinite(consensus)
                 spread = xp.where(fill, spread, xp.fmax(spread, xp.nan_to_num(ref_spread)))
@@ -346,8 +354,9 @@ def run_batch(graph: Graph, source, *, expression: str = "", methods=None, rtol=
     diagnostics = [{"kind": kind, "op": op, "message": text, "count": count, "example": example}
                    for (kind, op, text), (count, example) in sorted(reasons.items(), key=lambda kv: -kv[1][0])]
     if fallback_points:
-        notes.append(f"at {fallback_points} point(s) sympy's formula was not finite where the gradient is "
-                     "defined: forward/reverse consensus was the reference there")
+        notes.append(f"at {fallback_points} point(s) sympy's formula, evaluated in float64, was not finite or "
+                     "was lost to its own rounding, overflow or underflow where the gradient is defined: "
+                     "forward/reverse consensus was the reference there")
 
     report = BatchReport(expression, list(graph.variables), N, device, np.dtype(dtype).name, chunk, reference,
                          report_methods, "agree", undefined=undefined_points, diagnostics=diagnostics,

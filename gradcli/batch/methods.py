@@ -117,7 +117,7 @@ def _central_block(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
     check_kinks = nv * len(graph.nodes) <= STRADDLE_BUDGET
     tiled = {v: xp.broadcast_to(xp.asarray(inputs[v])[None], (K, N)).ravel() for v in graph.variables} \
         if check_kinks else {}
-    scale = rounding_scale(graph, {v: x[k] for k, v in enumerate(graph.variables)}, xp)
+    scale = rounding_scale(graph, {v: x[k] for k, v in enumerate(graph.variables)}, xp, N)
     parts = []
     # one variable at a time (every step is per variable and elementwise): memory stays K * 6 rows of the
     # chunk, not K * 6 * nvars

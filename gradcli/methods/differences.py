@@ -35,18 +35,24 @@ def candidate_scales(xp, x):
     return 10.0 ** (hi[:, None] - (hi - lo)[:, None] * k[None, :, None])
 
 
-def rounding_scale(graph: Graph, inputs: dict, xp=np):
+#: A result's absolute rounding in gradual underflow, in units of eps: eps * (|v| + this) bounds the
+#: rounding of v whether it is normal, subnormal or flushed to 0.
+_UNDERFLOW = float(np.finfo(np.float64).smallest_subnormal / np.finfo(np.float64).eps)
+
+
+def rounding_scale(graph: Graph, inputs: dict, xp=np, n: int | None = None):
     """Per output and point, the sum over the operations that move with the variables of
-    |adjoint x value|: eps/2 times it bounds, to first order, how far rounding their results moves the
-    output, so it is the size a difference quotient's round-off is relative to, not |f|. At
+    |adjoint| x (|value| + the underflow spacing in units of eps): eps/2 times it bounds, to first order,
+    how far rounding their results moves the output, so it is the size a difference quotient's round-off is relative to, not |f|. At
     sin(x - 1/8e-11) the output is 0.2 but its argument, -1.25e10, is rounded to 2e-6, which no step
     below that can see through (both ends round to the same argument and the quotient reads 0).
-    Deterministic, unlike rounding probes, whose signs can cancel along a chain. -> (n_out, P)"""
+    Deterministic, unlike rounding probes, whose signs can cancel along a chain. ``n``: the number of
+    points, where no value says it (a constant formula). -> (n_out, P)"""
     ops = NumericOps(xp)
     vals = walk(graph, ops, inputs, keep=True)
     partial = local_partials(graph, vals, ops)
     nodes = graph.nodes
-    P = max([int(v.size) for v in vals if getattr(v, "ndim", 0)] or [1])
+    P = n or max([int(v.size) for v in vals if getattr(v, "ndim", 0)] or [1])
     out = xp.zeros((len(graph.outputs), P))
     for r, o in enumerate(graph.outputs):
         if not graph.active[o]:
@@ -55,7 +61,7 @@ def rounding_scale(graph: Graph, inputs: dict, xp=np):
 
         def seen(i, g, edges):
             if nodes[i].op not in ("var", "const"):
-                total[0] = total[0] + xp.abs(g * vals[i])
+                total[0] = total[0] + xp.abs(g) * (xp.abs(vals[i]) + _UNDERFLOW)
         graph_sweep(graph, r, partial, xp.ones_like(vals[o]), observe=seen)
         out[r] = total[0]
     return out
