@@ -289,6 +289,12 @@ def materialize(inputs: dict, seed: int = 0, domain=None, dtype=np.float64) -> d
         d = domain.get(name) if isinstance(domain, dict) else domain
         if is_shape(v):
             out[name] = map_domain(rng.standard_normal(v), d).astype(dtype)
+        elif isinstance(v, tuple) and v and all(isinstance(n, (int, np.integer)) and not isinstance(n, bool)
+                                                for n in v):
+            # (-1, 4) is neither a shape nor, as a tuple of ints, meant to be a constant
+            raise BadInput(f"input {name!r}: {v!r} is a tuple of ints, which gradcli reads as a shape, and a "
+                           f"shape has no negative sizes; for these values pass a list or array of floats, "
+                           f"{name}={[float(n) for n in v]!r}")
         else:
             a = np.array(v)
             if a.dtype.kind == "f" or a.dtype.kind == "c":

@@ -98,8 +98,12 @@ def normalize(ctx: CheckContext, res, what: str):
                                "return one per input (a tuple in parameter order, or a dict by name)")
     out = {}
     for k, g in zip(wrt, items):
+        if np.iscomplexobj(g) and np.any(np.imag(g) != 0):
+            # float64 would drop the imaginary part (with a ComplexWarning) and pass what is wrong
+            return Verdict("fail", f"{what}: the gradient for {k!r} has an imaginary part (largest "
+                                   f"|imag| {float(np.max(np.abs(np.imag(g)))):.3g}), but {k} is real")
         try:
-            a = np.asarray(g, dtype=np.float64)
+            a = np.asarray(np.real(g) if np.iscomplexobj(g) else g, dtype=np.float64)
         except (TypeError, ValueError) as exc:
             return Verdict("fail", f"{what}: the gradient for {k!r} is not a numeric array ({exc})")
         if a.shape != ctx.shapes[k]:

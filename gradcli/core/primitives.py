@@ -71,6 +71,9 @@ class Primitive:
     trace_ufuncs: tuple = ()  # numpy ufuncs (by name) whose traced derivative is ``partials``
     args: tuple = ()  # (fewest, most) arguments the parser accepts, most None for no limit
     usage: str = ""  # the call as the parser's error messages show it
+    # the result is exactly its arguments' value (no rounding: neg, abs, sign, min, max, relu, step), so
+    # it adds nothing to a first-order rounding bound (gradcli.methods.differences.rounding_scale)
+    exact: bool = False
 
     @property
     def sympy(self) -> Callable:
@@ -227,7 +230,7 @@ _prim("div", 2, lambda xp, x, y: x / y, (lambda F, a, x, y: 1 / y, lambda F, a, 
       switch=lambda xp, x, y: y, switch_kind="pole", switch_reads=(1,), cuda="({0} / {1})",
       numba=lambda a, b: a / b)
 _prim("neg", 1, lambda xp, x: -x, lambda F, a, x: -1.0, lambda S, x: -x, public=False, doc="-x",
-      ufunc=("negative",), cuda="(-{0})", numba=lambda a: -a)
+      ufunc=("negative",), cuda="(-{0})", numba=lambda a: -a, exact=True)
 _prim("pow", 2, _pow,
       (lambda F, a, x, y: _pow_dx(x, y), lambda F, a, x, y: F.log(x) * a),
       lambda S, x, y: x ** y, doc="x ** y, x ^ y, pow(x, y)", sample=((0.3, 2.5), (-2.0, 2.0)),
@@ -324,17 +327,18 @@ _prim("cbrt", 1, lambda xp, x: xp.cbrt(x), lambda F, a, x: 1 / (3 * a * a),
 # --- piecewise: kinks, no complex step -------------------------------------------------------------
 _prim("abs", 1, lambda xp, x: xp.abs(x), lambda F, a, x: F.sign(x), "Abs",
       kink=lambda xp, x: x == 0, holomorphic=False, ufunc=("absolute",), trace_ufuncs=("absolute", "fabs"),
-      switch=lambda xp, x: x, switch_kind="kink", cuda="fabs({0})", numba=lambda a: abs(a))
+      switch=lambda xp, x: x, switch_kind="kink", cuda="fabs({0})", numba=lambda a: abs(a), exact=True)
 _prim("sign", 1, lambda xp, x: xp.sign(x), lambda F, a, x: 0.0, "sign",
       kink=lambda xp, x: x == 0, holomorphic=False, doc="-1, 0 or 1 (a jump at 0)", ufunc=("sign",),
       trace_ufuncs=(),  # the tracer routes np.sign as a constant: its derivative is 0 where it exists
       switch=lambda xp, x: x, switch_kind="jump",
       cuda="({0} > T(0) ? T(1) : ({0} < T(0) ? T(-1) : ({0} == T(0) ? T(0) : {0})))",
-      numba=lambda a: 1.0 if a > 0 else (-1.0 if a < 0 else a))  # 0, -0 and NaN as numpy's sign
+      numba=lambda a: 1.0 if a > 0 else (-1.0 if a < 0 else a), exact=True)  # 0, -0 and NaN as numpy's sign
 _prim("relu", 1, lambda xp, x: xp.maximum(x, 0), lambda F, a, x: F.step(x),
       lambda S, x: S.Max(x, 0), kink=lambda xp, x: x == 0, holomorphic=False, doc="max(x, 0)",
       ufunc=("maximum", 0.0), switch=lambda xp, x: x, switch_kind="kink",
-      cuda="(({0} > T(0) || isnan({0})) ? {0} : T(0))", numba=lambda a: a if (a != a or a >= 0.0) else 0.0)
+      cuda="(({0} > T(0) || isnan({0})) ? {0} : T(0))", numba=lambda a: a if (a != a or a >= 0.0) else 0.0,
+      exact=True)
 _prim("min", 2, lambda xp, x, y: xp.minimum(x, y),
       (lambda F, a, x, y: _tie(F, y - x), lambda F, a, x, y: _tie(F, x - y)),
       "Min", kink=lambda xp, x, y: x == y, holomorphic=False, sample=((-2.0, 2.0), (-2.0, 2.0)),
@@ -342,14 +346,14 @@ _prim("min", 2, lambda xp, x, y: xp.minimum(x, y),
       # ties x == y are kinks; the table's step(0) = 0 gives neither side a derivative there
       ufunc=("minimum",), trace_ufuncs=("minimum", "fmin"), switch=lambda xp, x, y: x - y,
       switch_kind="kink", cuda="(({0} < {1} || isnan({0})) ? {0} : {1})",
-      numba=lambda a, b: a if a != a else (b if b != b else (a if a <= b else b)))
+      numba=lambda a, b: a if a != a else (b if b != b else (a if a <= b else b)), exact=True)
 _prim("max", 2, lambda xp, x, y: xp.maximum(x, y),
       (lambda F, a, x, y: _tie(F, x - y), lambda F, a, x, y: _tie(F, y - x)),
       "Max", kink=lambda xp, x, y: x == y, holomorphic=False, sample=((-2.0, 2.0), (-2.0, 2.0)),
       doc="max(a, b, ...): two or more arguments", args=(2, None), usage="max(a, b, ...)",
       ufunc=("maximum",), trace_ufuncs=("maximum", "fmax"), switch=lambda xp, x, y: x - y,
       switch_kind="kink", cuda="(({0} > {1} || isnan({0})) ? {0} : {1})",
-      numba=lambda a, b: a if a != a else (b if b != b else (a if a >= b else b)))
+      numba=lambda a, b: a if a != a else (b if b != b else (a if a >= b else b)), exact=True)
 _prim("hypot", 2, lambda xp, x, y: xp.hypot(x, y), (lambda F, a, x, y: x / a, lambda F, a, x, y: y / a),
       lambda S, x, y: S.sqrt(x * x + y * y), kink=lambda xp, x, y: (x == 0) & (y == 0),
       holomorphic=False, sample=((-2.0, 2.0), (0.5, 2.0)), doc="sqrt(x**2 + y**2) without overflow",
@@ -359,7 +363,7 @@ _prim("hypot", 2, lambda xp, x, y: xp.hypot(x, y), (lambda F, a, x, y: x / a, la
 _prim("step", 1, lambda xp, x: (x > 0).astype(x.dtype) if hasattr(x, "astype") else float(x > 0),
       lambda F, a, x: 0.0, "Heaviside", holomorphic=False, public=False,
       doc="1 where x > 0, else 0", ufunc=("heaviside", 0.0), switch=lambda xp, x: x, switch_kind="jump",
-      cuda="({0} > T(0) ? T(1) : T(0))", numba=lambda a: 1.0 if a > 0 else (0.0 if a <= 0 else a))
+      cuda="({0} > T(0) ? T(1) : T(0))", numba=lambda a: 1.0 if a > 0 else (0.0 if a <= 0 else a), exact=True)
 
 # --- special functions ------------------------------------------------------------------------------
 _prim("erf", 1, _erf, lambda F, a, x: _TWO_OVER_SQRT_PI * F.exp(-(x * x)), "erf", holomorphic=False,

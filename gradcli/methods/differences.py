@@ -41,14 +41,17 @@ _UNDERFLOW = float(np.finfo(np.float64).smallest_subnormal / np.finfo(np.float64
 
 
 def rounding_scale(graph: Graph, inputs: dict, xp=np, n: int | None = None):
-    """Per output and point, the sum over the operations that move with the variables of
+    """Per output and point, the sum over the rounded operations that move with the variables of
     |adjoint| x (|value| + the underflow spacing in units of eps): eps/2 times it bounds, to first order,
-    how far rounding their results moves the output, so it is the size a difference quotient's round-off is relative to, not |f|. At
-    sin(x - 1/8e-11) the output is 0.2 but its argument, -1.25e10, is rounded to 2e-6, which no step
-    below that can see through (both ends round to the same argument and the quotient reads 0).
+    how far rounding their results moves the output, so it is the size a difference quotient's
+    round-off is relative to, not |f|. At sin(x - 1/8e-11) the output is 0.2 but its argument, -1.25e10,
+    is rounded to 2e-6, which no step below that can see through (both ends round to the same argument
+    and the quotient reads 0).
     Deterministic, unlike rounding probes, whose signs can cancel along a chain. ``n``: the number of
     points, where no value says it (a constant formula). -> (n_out, P)"""
     ops = NumericOps(xp)
+    # numpy scalars, not Python floats: 1/0 is inf to be reported, not a ZeroDivisionError
+    inputs = {k: np.float64(v) if isinstance(v, (int, float)) else v for k, v in inputs.items()}
     vals = walk(graph, ops, inputs, keep=True)
     partial = local_partials(graph, vals, ops)
     nodes = graph.nodes
@@ -60,7 +63,7 @@ def rounding_scale(graph: Graph, inputs: dict, xp=np, n: int | None = None):
         total = [xp.zeros(P)]
 
         def seen(i, g, edges):
-            if nodes[i].op not in ("var", "const"):
+            if nodes[i].op not in ("var", "const") and not PRIMITIVES[nodes[i].op].exact:
                 total[0] = total[0] + xp.abs(g) * (xp.abs(vals[i]) + _UNDERFLOW)
         graph_sweep(graph, r, partial, xp.ones_like(vals[o]), observe=seen)
         out[r] = total[0]
@@ -73,8 +76,9 @@ def central_candidates(xp, x, rows, eps, probe=False, straddle=None, noise_scale
     ``rows(deltas, signs)`` evaluates the stencil, ``signs`` (None, or ``signs(i)``: +-1 per row for node i)
     rounding every operation one ulp up or down; with ``probe`` two such patterns measure the rounding of
     intermediate values. ``straddle(k, reach)`` -> bool (K, P): does moving variable k by ``reach`` cross a
-    kink, jump or pole. ``noise_scale`` (per output, or (n_out, P)) is the size rounding is relative to where
-    that is more than |f| (:func:`rounding_scale`); ``bounded`` charges the rounding bound eps*|x*f'| instead of probing.
+    kink, jump or pole. ``noise_scale`` (per output, or (n_out, P)) is the size rounding is relative to
+    where that is more than |f| (:func:`rounding_scale`); ``bounded`` charges the rounding bound
+    eps*|x*f'| instead of probing.
     -> (D1, est, hs, scales): estimates and their errors (K, n_out, n, P), steps (K, n, P), scales (n, K, P)."""
     scales = candidate_scales(xp, x)
     K = scales.shape[1]

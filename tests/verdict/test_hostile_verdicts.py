@@ -149,3 +149,18 @@ def test_the_batch_reference_bound_sees_the_overflowed_term():
         exact = float(mpmath.diff(lambda s: mpmath.atan2(mpmath.log1p(mpmath.exp(-2 / s - 250)), s), t))
     J = forward.jacobian(parse_expression("atan2(softplus(-2/t - 250), t)"), {"t": float(t)})[1][0, 0]
     assert J == pytest.approx(exact, rel=1e-2)  # subnormal intermediates: 3 digits is all float64 has
+
+
+def test_exact_operations_add_no_rounding():
+    # -max(z, y)/1e-3: the gradient program's sign and max are exact; charging them rounding would make
+    # the Hessian's differences "unavailable" where they find its exact 0
+    r = gradcli.hessian("(-(max(z, y)))/(1e-3)", y=0.13360246192057268, z=-1.2152298011151146)
+    assert r.status == "agree" and r.methods["central_of_reverse"].status == "ok"
+    g = parse_expression("abs(x) + max(x, 1)")
+    assert differences.rounding_scale(g, {"x": -3.0})[0, 0] == pytest.approx(4.0)  # only the sum rounds
+
+
+@pytest.mark.parametrize("expr,point", [("x**y", {"x": 0.0, "y": 2.0}), ("1/x", {"x": 0.0})])
+def test_rounding_at_a_pole_is_no_crash(expr, point):
+    r = gradcli.hessian(expr, **point)
+    assert all(m.status != "error" for m in r.methods.values()), {k: m.message for k, m in r.methods.items()}
