@@ -137,6 +137,13 @@ def build_context(spec, opts: dict, result: CheckResult):
         inputs = materialize(spec.inputs, seed, opts.get("domain"), np.dtype(dtype))
     autodiff = spec.grad is None and spec.vjp is None and user_vjp is None and not with_grad
     wrt = opts.get("wrt")
+    complex_inputs = [k for k, v in inputs.items() if v.dtype.kind == "c" and (wrt is None or k in wrt)]
+    if complex_inputs:
+        # a complex input's gradient has two conventions (PyTorch's dL/dRe + i dL/dIm, JAX's conjugate);
+        # checked as neither, it is said so rather than passed or cast away
+        names = ", ".join(f"{k} ({inputs[k].dtype})" for k in complex_inputs)
+        return Verdict("skipped", f"complex inputs are not differentiated: {names}; pass the real and "
+                                  "imaginary parts as separate float inputs to check them")
     if wrt is None:
         wrt = [k for k, v in inputs.items() if v.dtype.kind == "f"]
     for k in wrt:

@@ -33,3 +33,8 @@ def test_a_tuple_with_a_negative_size_is_refused():
         materialize({"x": (-1, 4)})
     r = run_check(build_spec(square_sum, grad=lambda x: 2 * x, x=(-1, 4)), {})
     assert r.status == "error" and "negative sizes" in r.message
+
+
+def test_a_complex_input_is_skipped_with_the_reason():
+    r = run_check(build_spec(lambda x: np.sum(np.abs(x) ** 2), grad=lambda x: 2 * x, x=np.array([1 + 2j, 3j])), {})
+    assert r.status == "skipped" and "complex inputs are not differentiated: x (complex128)" in r.message
