@@ -42,16 +42,16 @@ def find_files(paths) -> tuple[list, list]:
         if os.path.isdir(path):
             found = [f for f in _walk(path) if _mentions_gradcli(f)]
             if not found:
-                errors.append(_error(path, "no model files (.py files that use gradcli) in this folder"))
+                errors.append(file_error(path, "no model files (.py files that use gradcli) in this folder"))
             for f in found:
                 add(f)
         elif os.path.isfile(path):
             if not path.endswith(".py"):
-                errors.append(_error(path, "not a Python file (.py)"))
+                errors.append(file_error(path, "not a Python file (.py)"))
             else:
                 add(path)
         else:
-            errors.append(_error(path, "no such file or directory"))
+            errors.append(file_error(path, "no such file or directory"))
     return files, errors
 
 
@@ -90,7 +90,7 @@ def import_file(path: str) -> tuple[list, dict | None]:
     try:
         spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:
-            return [], _error(path, "cannot be imported as a Python module")
+            return [], file_error(path, "cannot be imported as a Python module")
         module = importlib.util.module_from_spec(spec)
         module.__gradcli_model__ = True
         sys.modules[name] = module  # dataclasses, pickle and inspect look the module up by name
@@ -137,7 +137,7 @@ def import_error(path: str, exc: BaseException) -> dict:
         text = f"cannot import: {kind}: {message}" if message else f"cannot import: {kind}"
     if line is not None:
         text += f" (line {line}{': ' + source if source else ''})"
-    return _error(path, text, line=line)
+    return file_error(path, text, line=line)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -163,7 +163,8 @@ def _is_internal(filename: str) -> bool:
     return filename.startswith(_INTERNAL) or "importlib" in filename
 
 
-def _error(path: str, message: str, line: int | None = None) -> dict:
+def file_error(path: str, message: str, line: int | None = None) -> dict:
+    """The error entry of a model file (the report's ``errors``): ``{"file", "message"[, "line"]}``."""
     d = {"file": display_path(path), "message": message}
     if line is not None:
         d["line"] = line
@@ -188,26 +189,17 @@ def collect(paths, pattern: str | None = None) -> tuple[list, list]:
     register no checks. A name that occurs in more than one file is qualified with the file
     (``models/a.py::loss``); a name repeated within a file gets ``[2]``, ``[3]``. The specs returned
     are copies with those names and a display path; the registry's own entries are left as they were.
-    ``pattern`` (``-k``) selects after collection, see :func:`matches`.
+    ``pattern`` (``-k``) selects after collection, see :func:`matches`; a malformed one is BadInput.
     """
+    if pattern:
+        check_pattern(pattern)
     files, errors = find_files(paths)
     wanted = {os.path.realpath(f) for f in files}
     specs = []
     for path in files:
-        registered, error = import_file(path)
+        own, error = collect_file(path, wanted)
         if error:
             errors.append(error)
-            continue
-        own = []
-        for spec in registered:
-            where = os.path.realpath(spec.file) if spec.file else os.path.realpath(path)
-            # a model that imports a sibling model re-registers the sibling's checks; the sibling's
-            # own import reports them, once
-            if where != os.path.realpath(path) and where in wanted:
-                continue
-            own.append(spec)
-        if not registered:
-            errors.append(_error(path, "registers no checks (use @gradcli.check on a function)"))
         specs.extend(own)
     specs = qualify(specs)
     if pattern:
@@ -215,36 +207,87 @@ def collect(paths, pattern: str | None = None) -> tuple[list, list]:
     return specs, errors
 
 
+def collect_file(path: str, wanted=()) -> tuple[list, dict | None]:
+    """Import one model file -> (the specs it registers itself, with display paths, None) or ([], an
+    error entry). ``wanted`` holds the real paths of every model file in the run: a model that imports a
+    sibling model re-registers the sibling's checks, and the sibling's own import reports them, once."""
+    registered, error = import_file(path)
+    if error:
+        return [], error
+    if not registered:
+        return [], file_error(path, "registers no checks (use @gradcli.check on a function)")
+    here, own = os.path.realpath(path), []
+    for spec in registered:
+        where = os.path.realpath(spec.file) if spec.file else here
+        if where != here and where in wanted:
+            continue
+        own.append(spec)
+    return [dataclasses.replace(s, file=display_path(s.file)) for s in own], None
+
+
 def qualify(specs: list) -> list:
     """Copies of the specs with display paths and names that are unique in the run."""
     specs = [dataclasses.replace(s, file=display_path(s.file)) for s in specs]
+    names = qualified_names([(s.name, s.file) for s in specs])
+    return [dataclasses.replace(s, name=n) for s, n in zip(specs, names)]
+
+
+def qualified_names(pairs) -> list:
+    """``(name, file)`` of every check in the run, in order -> names unique in the run: ``file::name``
+    where the name occurs in more than one file, ``[2]``, ``[3]`` for repeats."""
+    pairs = list(pairs)
     files_of: dict = {}
-    for s in specs:
-        files_of.setdefault(s.name, set()).add(s.file)
+    for name, file in pairs:
+        files_of.setdefault(name, set()).add(file)
     out, count = [], {}
-    for s in specs:
-        name = f"{s.file}::{s.name}" if len(files_of[s.name]) > 1 else s.name
+    for name, file in pairs:
+        name = f"{file}::{name}" if len(files_of[name]) > 1 else name
         count[name] = count.get(name, 0) + 1
-        if count[name] > 1:
-            name = f"{name}[{count[name]}]"
-        out.append(dataclasses.replace(s, name=name))
+        out.append(f"{name}[{count[name]}]" if count[name] > 1 else name)
     return out
+
+
+_TOKEN = re.compile(r"\(|\)|[^\s()]+")
+_OPERAND = "a name, 'not' or '('"
+
+
+def check_pattern(pattern: str) -> None:
+    """Raise BadInput (one line naming the column, as pytest's ``-k`` does) unless ``pattern`` is a
+    whole expression: ``(``, ``mlp or``, ``mlp and (``, ``not`` and ``mlp bias`` are refused."""
+    try:
+        _evaluate(pattern, "", strict=True)
+    except RecursionError:
+        raise BadInput(f"-k {pattern!r}: nested too deeply") from None
 
 
 def matches(pattern: str, name: str, file: str = "") -> bool:
     """``-k`` as in pytest: case-insensitive substrings of ``file::name``, combined with ``and``,
-    ``or``, ``not`` and parentheses (``-k "mlp and not bias"``). No eval: a small parser."""
+    ``or``, ``not`` and parentheses (``-k "mlp and not bias"``). No eval: a small parser. A malformed
+    pattern (see :func:`check_pattern`, which collection applies first) is read leniently: a missing
+    operand is true, and what cannot be read at all is a plain substring."""
     text = f"{file}::{name}".lower()
-    tokens = re.findall(r"\(|\)|[^\s()]+", pattern)
+    try:
+        return _evaluate(pattern, text, strict=False)
+    except RecursionError:
+        return pattern.lower() in text
+
+
+def _evaluate(pattern: str, text: str, strict: bool) -> bool:
+    tokens = [(m.group(), m.start() + 1) for m in _TOKEN.finditer(pattern)]
     pos = 0
+    end = len(pattern) + 1
 
     def peek():
-        return tokens[pos] if pos < len(tokens) else None
+        return tokens[pos][0] if pos < len(tokens) else None
 
     def take():
         nonlocal pos
         pos += 1
-        return tokens[pos - 1]
+        return tokens[pos - 1][0]
+
+    def refuse(expected: str):
+        col, got = (tokens[pos][1], repr(tokens[pos][0])) if pos < len(tokens) else (end, "end of input")
+        raise BadInput(f"-k {pattern!r}: at column {col}: expected {expected}; got {got}")
 
     # precedence: or < and < not; the pattern is a command-line word, so depth stays small
     def expr():
@@ -271,13 +314,20 @@ def matches(pattern: str, name: str, file: str = "") -> bool:
             value = expr()
             if peek() == ")":
                 take()
+            elif strict:
+                refuse("')'")
             return value
-        if tok is None or tok == ")":
+        if tok is None or tok == ")" or (strict and tok in ("and", "or")):
+            if strict:
+                refuse(_OPERAND)
             return True
         return take().lower() in text
 
-    try:
-        result = expr()
-    except RecursionError:
+    if not tokens:
+        return True
+    result = expr()
+    if pos < len(tokens):
+        if strict:
+            refuse("'and', 'or' or end of input")
         return pattern.lower() in text
-    return result if pos >= len(tokens) else pattern.lower() in text
+    return result

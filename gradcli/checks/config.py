@@ -3,19 +3,27 @@
 ``load_defaults(path) -> dict`` walks up from ``path`` (a file or a folder) to the first folder with a
 ``pyproject.toml`` and returns its ``[tool.gradcli]`` table (``{}`` when there is none, or when that
 file has no such table: the search stops at the first pyproject.toml, which is the project's). Keys are
-the check options (``atol rtol eps seed dtype mode domain wrt output with_grad order taylor``; ``-`` may be
-written for ``_``); an unknown key or a bad value is a ValueError (the CLI reports it, exit 2).
+the check options (``atol rtol eps seed dtype mode domain wrt output with_grad order taylor``) and
+``timeout`` (seconds one check may take under ``gradcli check``, a positive number); ``-`` may be written
+for ``_``. An unknown key, a bad value, or a ``tool`` that is not a table is a ValueError (the CLI reports
+it in one line, exit 2).
 
 TOML is read with ``tomllib`` (Python 3.11+) or ``tomli`` where installed; on Python 3.10 without
 ``tomli``, defaults from pyproject.toml are not supported and ``{}`` is returned.
 """
 from __future__ import annotations
 
+import math
 import os
 
 from gradcli.core.errors import BadInput
 from gradcli.checks.registry import validate_options
 from gradcli.checks.spec import OPTIONS
+
+#: Keys of ``[tool.gradcli]`` that are no check option: they govern the run (``gradcli check``).
+RUN_KEYS = ("timeout",)
+#: Every key ``[tool.gradcli]`` may hold.
+KEYS = (*OPTIONS, *RUN_KEYS)
 
 
 def _toml():
@@ -56,19 +64,46 @@ def load_defaults(path) -> dict:
             data = toml.load(fh)
     except (OSError, ValueError) as exc:  # tomllib.TOMLDecodeError is a ValueError
         raise ValueError(f"{found}: {exc}") from None
-    table = data.get("tool", {}).get("gradcli", {})
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ValueError(f"{found}: tool must be a table ([tool.gradcli] lives in it), got {_kind(tool)}")
+    table = tool.get("gradcli", {})
     if not isinstance(table, dict):
-        raise ValueError(f"{found}: [tool.gradcli] must be a table")
+        raise ValueError(f"{found}: [tool.gradcli] must be a table, got {_kind(table)}")
     out = {}
     for key, value in table.items():
         name = key.replace("-", "_")
-        if name not in OPTIONS:
-            raise ValueError(f"{found}: unknown key {key!r} in [tool.gradcli] (known: {', '.join(OPTIONS)})")
+        if name not in KEYS:
+            raise ValueError(f"{found}: unknown key {key!r} in [tool.gradcli] (known: {', '.join(KEYS)})")
         if name == "domain" and isinstance(value, list):
             value = tuple(value)
         out[name] = value
     try:
-        validate_options(out)
+        validate_options({k: v for k, v in out.items() if k in OPTIONS})
+        _validate_project_keys(out)
     except BadInput as exc:
         raise ValueError(f"{found}: [tool.gradcli]: {exc.message}") from None
     return out
+
+
+def _validate_project_keys(out: dict) -> None:
+    seed = out.get("seed")
+    if seed is not None and seed < 0:  # an integer by now; numpy's generators take no negative seed
+        raise BadInput(f"seed must be a non-negative integer, got {seed!r}")
+    if "timeout" in out and not is_time_limit(out["timeout"]):
+        raise BadInput(f"timeout must be a positive number of seconds, got {out['timeout']!r}")
+
+
+def is_time_limit(value) -> bool:
+    """Whether ``value`` can be a check's time limit: a positive, finite number of seconds."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value) and value > 0
+    except OverflowError:  # an integer beyond float's range: finite, and a limit that never comes
+        return value > 0
+
+
+def _kind(value) -> str:
+    return {str: "a string", bool: "a boolean", int: "an integer", float: "a number",
+            list: "an array"}.get(type(value), type(value).__name__)

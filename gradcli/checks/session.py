@@ -1,8 +1,10 @@
-"""One run of gradcli checks: paths and defaults in, a CheckReport out.
+"""One run of gradcli checks in this process: paths and defaults in, a CheckReport out.
 
-``gradcli check`` and the pytest plugin both run checks through here, so the two agree on the
-defaults (``[tool.gradcli]``, then the caller's options over them), on what an internal error is, and
-on when a run stops (the user's Ctrl-C, never a model's ``sys.exit``; see gradcli.checks.interrupt).
+``gradcli check`` (in each model process, gradcli.checks.worker) and the pytest plugin both run checks
+through here, so the two agree on the defaults (``[tool.gradcli]``, then the caller's options over
+them), on what an internal error is, and on when a run stops (the user's Ctrl-C, never a model's
+``sys.exit``; see gradcli.checks.interrupt). The pytest plugin and the Python API run the model's code
+here, in the caller's process; only ``gradcli check`` isolates it (gradcli.checks.isolated).
 """
 from __future__ import annotations
 
@@ -12,12 +14,12 @@ from typing import Callable
 
 from gradcli.core.errors import BadInput
 from gradcli.checks import config
-from gradcli.checks.collect import collect, find_files
-from gradcli.checks.interrupt import interrupted, is_user_interrupt, watching_sigint
+from gradcli.checks.collect import check_pattern, collect, find_files
+from gradcli.checks.interrupt import interrupted, is_user_interrupt, watching_signals
 from gradcli.checks.result import CheckReport, CheckResult
 from gradcli.checks.runner import run_check
 
-__all__ = ["CheckReport", "collect", "find_files", "load_defaults", "run_checks", "run_one", "watching_sigint"]
+__all__ = ["CheckReport", "check_pattern", "collect", "find_files", "load_defaults", "run_checks", "run_one", "watching_signals"]
 
 
 def load_defaults(path) -> dict:

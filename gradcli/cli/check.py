@@ -1,6 +1,7 @@
 """``gradcli check``: run the gradient checks that model files register with ``@gradcli.check``."""
 from __future__ import annotations
 
+import codecs
 import contextlib
 import os
 import sys
@@ -8,7 +9,9 @@ import time
 
 import click
 
-from gradcli.checks import session
+from gradcli.checks import config, isolated, session
+from gradcli.checks.interrupt import stop_exit_status, stops_deferred, watching_signals
+from gradcli.checks.worker import TIME_LIMIT_S
 from gradcli.core.errors import BadInput
 from gradcli.render.check import render_check_report
 from gradcli.render.json import dumps
@@ -35,7 +38,10 @@ PROGRESS_AFTER_S = 1.0
 @click.option("--taylor", is_flag=True, default=False,
               help="Run the Taylor-remainder test on every check and show its fitted slope (2: right, 1: wrong; "
                    "order=2 checks also the slope with the Hessian term, 3: right).")
-def check(paths, pattern, as_json, junit, mode, seed, rtol, atol, taylor):
+@click.option("--timeout", type=float, default=None, metavar="SECONDS",
+              help=f"Seconds one check (or one model file's import) may run before it is stopped and reported "
+                   f"as an error (default {TIME_LIMIT_S:g}; also timeout in [tool.gradcli]).")
+def check(paths, pattern, as_json, junit, mode, seed, rtol, atol, taylor, timeout):
     """Run the gradient checks registered with @gradcli.check in model files or folders of them.
 
     \b
@@ -44,65 +50,118 @@ def check(paths, pattern, as_json, junit, mode, seed, rtol, atol, taylor):
       gradcli check models/ -k "mlp and not bias"
       gradcli check models/ --json > report.json
       gradcli check models/ --junit gradcli.xml
-      gradcli check models/ --taylor
+      gradcli check models/ --taylor --timeout 300
 
     Folders are searched recursively for .py files that use gradcli (hidden folders, __pycache__ and
     virtual environments are skipped). Defaults may come from [tool.gradcli] in pyproject.toml; the
-    options here override them.
+    options here override them. Each model file is imported and checked in a process of its own, so
+    that a crash, os._exit or output written around sys.stdout there cannot end or corrupt the run.
 
-    Exit codes: 0 every check passed; 1 a check failed, raised or was inconclusive; 2 a file cannot be
-    imported or registers no checks, or a bad option; 3 a gradient does not exist at the inputs
-    (a kink, outside the domain) and nothing failed.
+    Exit codes: 0 every check passed; 1 a check failed, raised, crashed, timed out or was inconclusive;
+    2 a file cannot be imported or registers no checks, or a bad option; 3 a gradient does not exist at
+    the inputs (a kink, outside the domain) and nothing failed; 130, 143, 129 stopped by SIGINT (Ctrl-C),
+    SIGTERM, SIGHUP, with the checks that ran reported.
     """
     started = time.perf_counter()
     try:
-        cli_defaults = _check_options(paths, seed, rtol, atol, mode)
-        if taylor:
-            cli_defaults["taylor"] = True
         # refused before any model is imported, let alone checked
         junit_path = junit_target(junit, [*paths, *session.find_files(paths)[0]]) if junit is not None else None
-        defaults = {**session.load_defaults(paths[0]), **cli_defaults}
     except BadInput as exc:
         fail(exc, as_json)
+    try:
+        cli_defaults = _check_options(paths, pattern, seed, rtol, atol, mode, timeout)
+        if taylor:
+            cli_defaults["taylor"] = True
+        defaults = {**session.load_defaults(paths[0]), **cli_defaults}
+    except BadInput as exc:
+        _refuse(exc, as_json, junit_path)
+    limit = defaults.pop("timeout", TIME_LIMIT_S)
 
-    specs, errors, report = [], [], None
-    with session.watching_sigint():
+    with watching_signals():
         try:
-            # model files may print; stdout is for the report (and with --json, for one document only)
-            with contextlib.redirect_stdout(sys.stderr):
-                specs, errors = session.collect(paths, pattern)
-            if pattern and not specs and not errors:
-                fail(BadInput(f"no check matches -k {pattern!r}"), as_json)
-            for e in errors:
-                click.echo(f"error: {e['file']}: {e['message']}", err=True)
-            show = not as_json and sys.stderr.isatty() and len(specs) > 1
-            with contextlib.redirect_stdout(sys.stderr):
-                report = run_report(specs, defaults, errors, progress_console() if show else None, started)
-        except KeyboardInterrupt:  # the user's Ctrl-C while a file was being imported
-            report = session.CheckReport(checks=[], errors=errors, interrupted=True, planned=len(specs))
+            show = not as_json and sys.stderr.isatty()
+            with contextlib.redirect_stdout(sys.stderr):  # model files may print; stdout is for the report
+                report = run_files_report(paths, pattern, defaults, limit, progress_console() if show else None,
+                                          started)
+        except KeyboardInterrupt:  # a stop signal before the first model process started
+            report = session.CheckReport(checks=[], interrupted=True, planned=0)
+        with stops_deferred():  # the report and the JUnit file are written whole
+            _finish(report, started, pattern, as_json, junit, junit_path, bool(defaults.get("taylor")))
+
+
+def _finish(report, started, pattern, as_json, junit, junit_path, taylor) -> None:
+    if pattern and not report.checks and not report.errors and not report.interrupted:
+        _refuse(BadInput(f"no check matches -k {pattern!r}"), as_json, junit_path)
     seconds = time.perf_counter() - started
-    if report.interrupted:
-        click.echo(f"interrupted: {len(report.checks)} of {len(specs)} checks ran", err=True)
-    if junit_path is not None:
-        try:
-            write_atomic(junit_path, junit_xml(report, seconds))
-        except OSError as exc:
-            fail(BadInput(f"--junit {junit}: {exc.strerror or exc}"), as_json)
-    if as_json:
-        click.echo(dumps(report.to_dict()))
-    else:
-        console().print(render_check_report(report, seconds, taylor=bool(defaults.get("taylor"))))
-    sys.exit(report.exit_code)
+    code = (stop_exit_status() or report.exit_code) if report.interrupted else report.exit_code
+    try:
+        if report.interrupted:
+            click.echo(f"interrupted: {len(report.checks)} of {report.planned} checks ran", err=True)
+        if junit_path is not None:
+            try:
+                write_atomic(junit_path, junit_xml(report, seconds))
+            except OSError as exc:
+                fail(BadInput(f"--junit {junit}: {exc.strerror or exc}"), as_json)
+        if as_json:
+            click.echo(dumps(report.to_dict()))
+        else:
+            console().print(render_check_report(report, seconds, taylor=taylor))
+    except OSError:  # a SIGHUP's terminal is gone: the exit status still tells
+        if not report.interrupted:
+            raise
+    sys.exit(code)
 
 
-def _check_options(paths, seed, rtol, atol, mode) -> dict:
+def _check_options(paths, pattern, seed, rtol, atol, mode, timeout) -> dict:
     for p in paths:
         if not os.path.exists(p):
             raise BadInput(f"{p}: no such file or directory")
     if rtol is not None and not rtol >= 0 or atol is not None and not atol >= 0:
         raise BadInput("--rtol and --atol must be non-negative numbers")
-    given = {"mode": mode, "seed": seed, "rtol": rtol, "atol": atol}
+    if seed is not None and seed < 0:
+        raise BadInput("--seed: expected a non-negative integer")
+    if timeout is not None and not config.is_time_limit(timeout):
+        raise BadInput("--timeout: expected a positive number of seconds")
+    if pattern:
+        session.check_pattern(pattern)
+    given = {"mode": mode, "seed": seed, "rtol": rtol, "atol": atol, "timeout": timeout}
     return {k: v for k, v in given.items() if v is not None}
+
+
+def _refuse(err: BadInput, as_json: bool, junit_path: str | None):
+    """:func:`fail`, and a JUnit file that says why nothing ran: an earlier run's file must not stay
+    behind to be taken for this one's."""
+    if junit_path is not None:
+        try:
+            write_atomic(junit_path, junit_xml(session.CheckReport(errors=[{"file": "gradcli check",
+                                                                            "message": err.message}])))
+        except OSError:
+            pass
+    fail(err, as_json)
+
+
+def run_files_report(paths, pattern, defaults: dict, limit: float, progress_console=None,
+                     started: float | None = None):
+    """Check the files under ``paths``, each in its own process (gradcli.checks.isolated), the model
+    processes' output and the file errors on stderr, a progress bar once it is slow -> CheckReport."""
+    started = time.perf_counter() if started is None else started
+    with _Progress(progress_console, started, 0) as progress:
+        return isolated.run_files(paths, pattern, defaults, limit, on_output=_Relay(),
+                                  on_error=lambda e: click.echo(f"error: {e['file']}: {e['message']}", err=True),
+                                  progress=progress)
+
+
+class _Relay:
+    """What model processes write, to stderr as it comes (UTF-8 split across reads is joined first)."""
+
+    def __init__(self):
+        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def __call__(self, data: bytes) -> None:
+        text = self.decoder.decode(data)
+        if text:
+            sys.stderr.write(text)
+            sys.stderr.flush()
 
 
 def run_report(specs, defaults: dict, errors=(), progress_console=None, started: float | None = None):
@@ -128,19 +187,26 @@ class _Progress:
     def __enter__(self):
         return self
 
-    def __call__(self, i: int, spec) -> None:
+    def __call__(self, i: int, spec, total: int | None = None) -> None:
+        """Before check ``i`` (a CheckSpec, or its name); ``total`` grows as model files are imported."""
         if self.console is None:
             return
-        if self.bar is None and time.perf_counter() - self.started > PROGRESS_AFTER_S:
+        if total is not None:
+            self.total = total
+        name = getattr(spec, "name", spec)
+        if self.bar is None and time.perf_counter() - self.started > PROGRESS_AFTER_S and i < self.total:
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+            # no refresh thread: model processes are forked from this one, and a fork must not copy
+            # a thread that may hold the console's lock
             self.bar = Progress(TextColumn("checking"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                                 TextColumn("{task.description}"), TimeElapsedColumn(),
-                                console=self.console, transient=True)
+                                console=self.console, transient=True, auto_refresh=False)
             self.bar.start()
             self.task = self.bar.add_task("", total=self.total, completed=i)
         if self.bar is not None:
-            self.bar.update(self.task, completed=i, description=spec.name)
+            self.bar.update(self.task, completed=i, total=self.total, description=name)
+            self.bar.refresh()
 
     def __exit__(self, *exc):
         if self.bar is not None:

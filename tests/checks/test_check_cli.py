@@ -65,12 +65,14 @@ def fake_model(path, **checks):
 
 
 @pytest.fixture
-def fake(monkeypatch):
+def fake(monkeypatch, tmp_path_factory):
     """Install stand-ins for gradcli.checks.runner and .config; returns the calls they saw."""
-    calls = {"defaults": [], "config": {}, "paths": []}
+    calls = {"defaults": tmp_path_factory.mktemp("calls") / "defaults.jsonl", "config": {}, "paths": []}
 
     def run_check(spec, defaults):
-        calls["defaults"].append(dict(defaults))
+        # gradcli check runs the checks in a model process: what they saw comes back through a file
+        with open(calls["defaults"], "a") as fh:
+            fh.write(json.dumps(defaults) + "\n")
         status = spec.options["status"]
         if status == "crash":
             raise RuntimeError("bug in the runner")
@@ -94,6 +96,11 @@ def fake(monkeypatch):
     monkeypatch.setattr(session, "run_check", run_check)
     monkeypatch.setattr(session.config, "load_defaults", load_defaults)
     return calls
+
+
+def defaults_seen(calls) -> list:
+    """The defaults each stand-in check was run with, in order."""
+    return [json.loads(line) for line in calls["defaults"].read_text().splitlines()]
 
 
 def test_all_pass_exit_0(tmp_path, fake):
@@ -309,10 +316,10 @@ def test_options_override_the_projects_defaults(tmp_path, fake):
     fake["config"].update({"rtol": 1e-3, "mode": "fast", "seed": 7})
     f = fake_model(tmp_path / "m.py", a="pass")
     assert check(f, "--rtol", "1e-6", "--seed", "3").exit_code == 0
-    assert fake["defaults"][-1] == {"rtol": 1e-6, "mode": "fast", "seed": 3}
+    assert defaults_seen(fake)[-1] == {"rtol": 1e-6, "mode": "fast", "seed": 3}
     assert fake["paths"][-1] == str(f)
     check(f, "--mode", "full", "--atol", "0")
-    assert fake["defaults"][-1] == {"rtol": 1e-3, "mode": "full", "seed": 7, "atol": 0.0}
+    assert defaults_seen(fake)[-1] == {"rtol": 1e-3, "mode": "full", "seed": 7, "atol": 0.0}
 
 
 def test_help(tmp_path, fake):

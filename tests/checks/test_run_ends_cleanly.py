@@ -1,6 +1,7 @@
 """A run of ``gradcli check`` loses nothing: ``--junit`` never replaces an input, a folder or a device, and
 a model's ``sys.exit()`` (or any BaseException) is that check's error, not the end of the run; only the
-user's Ctrl-C stops it (exit 130, with what ran reported)."""
+user's Ctrl-C stops it (exit 130, with what ran reported). What a model process that ends, hangs or
+writes around sys.stdout costs, and SIGTERM and SIGHUP, are in test_isolation.py."""
 from __future__ import annotations
 
 import json
