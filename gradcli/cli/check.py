@@ -13,6 +13,7 @@ from gradcli.checks import config, isolated, session
 from gradcli.checks.interrupt import stop_exit_status, stops_deferred, watching_signals
 from gradcli.checks.worker import TIME_LIMIT_S
 from gradcli.core.errors import BadInput
+from gradcli.verdict.exit_codes import exit_code
 from gradcli.render.check import render_check_report
 from gradcli.render.json import dumps
 from gradcli.render.junit import junit_target, junit_xml, write_atomic
@@ -97,15 +98,19 @@ def _finish(report, started, pattern, as_json, junit, junit_path, taylor) -> Non
     try:
         if report.interrupted:
             click.echo(f"interrupted: {len(report.checks)} of {report.planned} checks ran", err=True)
+        unwritten = None
         if junit_path is not None:
             try:
                 write_atomic(junit_path, junit_xml(report, seconds))
-            except OSError as exc:
-                fail(BadInput(f"--junit {junit}: {exc.strerror or exc}"), as_json)
+            except OSError as exc:  # a full disk: the report is still shown, then the exit says it
+                unwritten = f"--junit {junit}: {exc.strerror or exc}"
         if as_json:
             click.echo(dumps(report.to_dict()))
         else:
             console().print(render_check_report(report, seconds, taylor=taylor))
+        if unwritten is not None:
+            click.echo(f"error: {unwritten}", err=True)
+            code = exit_code("bad_input")
     except OSError:  # a SIGHUP's terminal is gone: the exit status still tells
         if not report.interrupted:
             raise

@@ -38,3 +38,27 @@ def test_a_tuple_with_a_negative_size_is_refused():
 def test_a_complex_input_is_skipped_with_the_reason():
     r = run_check(build_spec(lambda x: np.sum(np.abs(x) ** 2), grad=lambda x: 2 * x, x=np.array([1 + 2j, 3j])), {})
     assert r.status == "skipped" and "complex inputs are not differentiated: x (complex128)" in r.message
+
+
+def test_a_junit_file_that_cannot_be_written_still_shows_the_report(tmp_path, monkeypatch):
+    import errno
+    import json
+    import os
+
+    from click.testing import CliRunner
+
+    from gradcli.cli import check as cli_check
+    from gradcli.cli import main
+
+    def full_disk(path, text):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(cli_check, "write_atomic", full_disk)
+    model = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "mlp.py")
+    junit = str(tmp_path / "report.xml")
+    table = CliRunner().invoke(main, ["check", model, "--junit", junit])
+    assert table.exit_code == 2 and "mlp_loss" in table.stdout and "1 passed" in table.stdout
+    assert "error: --junit" in table.stderr and "No space left on device" in table.stderr
+    as_json = CliRunner().invoke(main, ["check", model, "--junit", junit, "--json"])
+    assert as_json.exit_code == 2
+    assert json.loads(as_json.stdout)["checks"][0]["status"] == "pass"  # one document: the report
+    assert not os.path.exists(junit)
