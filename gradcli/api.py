@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 
-from gradcli.verdict.point import compare_point
-from gradcli.core.errors import BadInput
+from gradcli.verdict.point import PointOptions, compare_point
+from gradcli.core.errors import BadInput, brief, real_number
 from gradcli.core.graph import Graph
 from gradcli.core.parser import parse_expression, suggest_call, suspicious_variables
-from gradcli.verdict.report import GradReport, HessianReport
+from gradcli.verdict.report import HESSIAN_ORDER, GradReport, HessianReport
 
 
 def prepare(expr: str, point: dict) -> tuple[Graph, dict, list]:
@@ -24,10 +25,7 @@ def prepare(expr: str, point: dict) -> tuple[Graph, dict, list]:
                        f"of the expression (its variables: {have})")
     clean = {}
     for name in graph.variables:
-        try:
-            clean[name] = float(point[name])
-        except (TypeError, ValueError):
-            raise BadInput(f"the value of {name} must be a real number, got {point[name]!r}") from None
+        clean[name] = real_number(point[name], f"the value of {name}")
         if not math.isfinite(clean[name]):
             raise BadInput(f"the value of {name} must be finite, got {clean[name]}")
     # only when it is the only variable: with others around, `cost` or `expected` is far more likely meant
@@ -48,10 +46,11 @@ def grad(expr: str, point: dict | None = None, *, methods=None, rtol=None, atol=
     names that clash with the keyword options; ``direction`` (a sequence in variable order, or a dict
     by name) adds each method's directional derivative J·v. Raises :class:`gradcli.BadInput` on bad input.
     """
-    graph, clean, warnings = prepare(expr, {**(point or {}), **values})
+    opts = PointOptions.validate(methods, rtol, atol, timeout)
+    graph, clean, warnings = prepare(expr, merge_point(point, values))
     v = None if direction is None else direction_vector(graph, direction)
-    return compare_point(graph, clean, expression=expr, methods=methods, rtol=rtol, atol=atol,
-                         timeout=timeout, warnings=warnings, direction=v)
+    return compare_point(graph, clean, expression=expr, methods=opts.methods, rtol=opts.rtol, atol=opts.atol,
+                         timeout=opts.timeout, warnings=warnings, direction=v)
 
 
 def hessian(expr: str, point: dict | None = None, *, methods=None, rtol=None, atol=None, timeout=5.0,
@@ -72,31 +71,44 @@ def hessian(expr: str, point: dict | None = None, *, methods=None, rtol=None, at
     # method must not load
     from gradcli.verdict.hessian import compare_hessian, require_scalar
 
-    graph, clean, warnings = prepare(expr, {**(point or {}), **values})
+    opts = PointOptions.validate(methods, rtol, atol, timeout, order=HESSIAN_ORDER)
+    graph, clean, warnings = prepare(expr, merge_point(point, values))
     require_scalar(graph)
     v = None if direction is None else direction_vector(graph, direction)
-    return compare_hessian(graph, clean, expression=expr, methods=methods, rtol=rtol, atol=atol,
-                           timeout=timeout, warnings=warnings, direction=v)
+    return compare_hessian(graph, clean, expression=expr, methods=opts.methods, rtol=opts.rtol, atol=opts.atol,
+                           timeout=opts.timeout, warnings=warnings, direction=v)
+
+
+def merge_point(point, values: dict) -> dict:
+    """``point={...}`` and the keyword values as one dict (a name in both is given twice)."""
+    if point is None:
+        return dict(values)
+    if not isinstance(point, Mapping):
+        raise BadInput(f"point must be a dict of variable name -> value, got {brief(point)}")
+    twice = [k for k in point if k in values]
+    if twice:
+        raise BadInput(f"{twice[0]} is given twice (in point= and as a keyword)")
+    return {**point, **values}
 
 
 def direction_vector(graph: Graph, direction, option: str = "--direction") -> list:
     """A direction as one float per variable: from a sequence in variable order, or a dict by name
     (variables it does not name are 0)."""
     names = graph.variables
-    if isinstance(direction, dict):
-        extra = [k for k in direction if k not in names]
+    if isinstance(direction, Mapping):
+        extra = [brief(k) if not isinstance(k, str) else k for k in direction if k not in names]
         if extra:
             raise BadInput(f"{option}: {', '.join(extra)} is not a variable of the expression")
         values = [direction.get(v, 0.0) for v in names]
+    elif isinstance(direction, (str, bytes)) or not isinstance(direction, Iterable):
+        raise BadInput(f"{option} must be a sequence of numbers (one per variable) or a dict by name, "
+                       f"got {brief(direction)}")
     else:
         values = list(direction)
         if len(values) != len(names):
             raise BadInput(f"{option} has {len(values)} component(s), the expression {len(names)} "
                            f"variable(s) ({', '.join(names) or 'none'})")
-    try:
-        out = [float(v) for v in values]
-    except (TypeError, ValueError):
-        raise BadInput(f"{option}: every component must be a real number") from None
+    out = [real_number(v, f"{option}: every component") for v in values]
     if not all(math.isfinite(v) for v in out):
         raise BadInput(f"{option}: every component must be finite")
     return out

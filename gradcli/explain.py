@@ -14,7 +14,7 @@ of the one interpreter and the one reverse sweep; the numerical sections only re
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from gradcli.verdict.diagnose import diagnose
 from gradcli.core.graph import Graph
 from gradcli.methods import forward, numeric, reverse, symbolic
 from gradcli.methods.forward import Dual, split
-from gradcli.render.json import finite_or_none
+from gradcli.render.json import plain
 from gradcli.verdict.exit_codes import EXIT_OK, EXIT_UNDEFINED
 
 #: Above this many nodes, lists show their first and last HEAD/TAIL entries and the tree stops at
@@ -168,25 +168,7 @@ class Explanation:
                "richardson": self.richardson,
                "diagnostics": [{"kind": d.kind, "op": d.op, "message": d.message} for d in self.diagnostics],
                "status": self.status}
-        return _plain(doc)
-
-
-def _plain(obj):
-    """Dataclasses, numpy numbers and non-finite floats -> JSON-ready values (iteratively deep enough:
-    the structures here are a few levels deep, never as deep as the graph)."""
-    if isinstance(obj, (Gap, TreeRow, Step, Edge, SweepRow, Sweep, CentralEntry, RichardsonEntry)):
-        obj = asdict(obj)
-    if isinstance(obj, dict):
-        return {k: _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    if isinstance(obj, (bool, np.bool_)):
-        return bool(obj)
-    if isinstance(obj, (int, np.integer)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        return finite_or_none(obj)
-    return obj
+        return plain(doc)
 
 
 def label(i: int) -> str:

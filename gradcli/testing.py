@@ -18,6 +18,7 @@ from __future__ import annotations
 import sys
 
 from gradcli.checks.registry import build_spec
+from gradcli.core.errors import BadInput
 from gradcli.checks.runner import run_check
 from gradcli.render.check import result_text
 
@@ -28,6 +29,8 @@ def assert_gradients(fn, grad=None, vjp=None, hvp=None, **inputs_and_options):
     """Check ``fn``'s gradient (``grad``), vector-Jacobian product (``vjp``), or, with neither, gradcli's
     AD of ``fn`` against finite differences; with ``order=2`` (implied by ``hvp``) the gradient's own
     derivative and the Hessian-vector product ``hvp`` too. Raise AssertionError unless the check passes."""
+    if fn is None:  # gradcli.check(None) is its decorator form: here there would be nothing to check
+        raise BadInput("assert_gradients needs the function (or expression string) to check, got None")
     spec = build_spec(fn, grad=grad, vjp=vjp, hvp=hvp, **inputs_and_options)
     caller = sys._getframe(1)
     spec.file, spec.line = caller.f_code.co_filename, caller.f_lineno

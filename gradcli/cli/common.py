@@ -54,6 +54,44 @@ class JsonCommand(click.Command):
             raise
 
 
+class ExpressionCommand(JsonCommand):
+    """A JsonCommand whose argument is an expression, which may start with '-' (``-x**2``): a token that
+    starts with one '-' and is no option of the command is the expression, and ``--`` makes the next
+    token the expression whatever it looks like (``-- -h``); options may follow it either way."""
+
+    def parse_args(self, ctx, args):
+        return super().parse_args(ctx, self.expression_last(ctx, list(args)))
+
+    def expression_last(self, ctx, args: list) -> list:
+        """``args`` with the expression moved behind a final ``--``, where click reads it as the argument."""
+        takes_value, flags = set(), set()
+        for param in self.get_params(ctx):
+            if isinstance(param, click.Option):
+                names = param.opts + param.secondary_opts
+                (flags if param.is_flag or param.count else takes_value).update(names)
+        out, expressions, i = [], [], 0
+        while i < len(args):
+            token = args[i]
+            if token == "--" and i + 1 < len(args):
+                expressions.append(args[i + 1])
+                i += 2
+                continue
+            name = token.partition("=")[0] if token.startswith("--") else token[:2]
+            if token in flags or name in takes_value:
+                # an option; its value is the next token unless attached (--rtol=-1, -mforward)
+                attached = "=" in token if token.startswith("--") else len(token) > 2
+                step = 1 if token in flags or attached else 2
+                out.extend(args[i:i + step])
+                i += step
+                continue
+            if token.startswith("-") and not token.startswith("--") and len(token) > 1:
+                expressions.append(token)  # -x**2, -1/x: not an option, so the expression
+            else:
+                out.append(token)
+            i += 1
+        return out + (["--", *expressions] if expressions else [])
+
+
 def point_options(methods_help: str):
     """The options every point command shares (grad, hessian): --at, --method, --rtol, --atol, --timeout."""
     def decorate(f):

@@ -14,8 +14,11 @@ from gradcli.core.parser import parse_constant
 from gradcli.render.explain import render_explanation
 from gradcli.render.json import dumps
 from gradcli.core.assignments import parse_assignments, parse_direction
-from gradcli.cli.common import JsonCommand, console, fail
-@click.command(cls=JsonCommand)
+from gradcli.cli.common import ExpressionCommand, console, fail
+from gradcli.verdict.point import PointOptions
+
+
+@click.command(cls=ExpressionCommand)
 @click.argument("expr")
 @click.option("--at", "at", multiple=True, metavar="NAME=VALUE",
               help="A variable's value; repeatable, or several as \"x=1, y=2\". VALUE may be a constant "
@@ -39,6 +42,7 @@ def explain(expr, at, tangent, show_all, timeout, as_json):
       gradcli explain "x*y + sin(x)" --at "x=1.5, y=0.3"
       gradcli explain "x*y + sin(x)" --at "x=1.5, y=0.3" --tangent "0,1"
       gradcli explain "x*y, x+y" --at "x=1, y=2" --json
+      gradcli explain -- -h --at h=2        # an expression that reads as an option: after --
 
     Above 60 nodes the lists show their first and last 20 entries and the tree stops 8 levels deep
     (--all shows everything). A vector-valued expression gets one reverse sweep per output.
@@ -47,8 +51,7 @@ def explain(expr, at, tangent, show_all, timeout, as_json):
     computed is still explained).
     """
     try:
-        if not 0 <= timeout <= 1e6:  # also rejects nan; 0 means no limit
-            raise BadInput("--timeout must be a number of seconds from 0 (no limit) to 1e6")
+        timeout = PointOptions.validate(timeout=timeout).timeout
         graph, point, warnings = prepare(expr, parse_assignments(at, parse_constant))
         v = None
         if tangent:

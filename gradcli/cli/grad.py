@@ -4,16 +4,16 @@ from __future__ import annotations
 import click
 
 from gradcli.api import direction_vector, prepare
-from gradcli.verdict.point import compare_point, parse_methods
+from gradcli.verdict.point import PointOptions, compare_point
 from gradcli.core.errors import BadInput
 from gradcli.core.parser import parse_constant
 from gradcli.render.table import render_grad
 from gradcli.core.assignments import parse_assignments, parse_direction
-from gradcli.cli.common import JsonCommand, fail, point_options, run_and_print
+from gradcli.cli.common import ExpressionCommand, fail, point_options, run_and_print
 from gradcli.cli.formats import check_format, format_option
 
 
-@click.command(cls=JsonCommand)
+@click.command(cls=ExpressionCommand)
 @click.argument("expr")
 @point_options("symbolic, forward, reverse, central, richardson, complex_step")
 @click.option("--direction", "direction", multiple=True, metavar="V",
@@ -49,6 +49,7 @@ def grad(expr, at, methods, rtol, atol, timeout, direction, full, as_json, fmt, 
       gradcli grad "sqrt(x)" --at x=0           # exit 3: the derivative does not exist
       gradcli grad "x**2*sin(y)" --batch 100000 --domain "x=-1:1, y=0:2"
       gradcli grad "log(x)" --points pts.csv --out grads.npz --json
+      gradcli grad -- -h --at h=2               # an expression that reads as an option: after --
 
     Exit codes: 0 all methods agree, 1 a disagreement, 2 bad input, 3 undefined or not differentiable
     at the point. In batch mode: 0 every method agrees wherever the gradient is defined (undefined points
@@ -73,19 +74,10 @@ def grad(expr, at, methods, rtol, atol, timeout, direction, full, as_json, fmt, 
     if batch_only:
         fail(BadInput(f"{batch_only[0]} only applies in batch mode: add --batch N or --points FILE"), as_json)
     try:
-        if rtol is not None and not rtol >= 0 or atol is not None and not atol >= 0:
-            raise BadInput("--rtol and --atol must be non-negative numbers")
-        if not 0 <= timeout <= 1e6:  # also rejects nan; 0 means no limit
-            raise BadInput("--timeout must be a number of seconds from 0 (no limit) to 1e6")
-        selected = parse_methods(methods) if methods else None
-    except ValueError as exc:
-        fail(BadInput(str(exc)), as_json)
-    except BadInput as exc:
-        fail(exc, as_json)
-    try:
+        opts = PointOptions.validate(methods, rtol, atol, timeout)
         graph, point, warnings = prepare(expr, parse_assignments(at, parse_constant))
         v = direction_vector(graph, parse_direction(direction, parse_constant)) if direction else None
     except BadInput as exc:
         fail(exc, as_json)
     run_and_print(compare_point, lambda r: render_grad(r, full=full), graph, point, warnings, as_json, fmt,
-                  timeout, expression=expr, methods=selected, rtol=rtol, atol=atol, direction=v)
+                  opts.timeout, expression=expr, methods=opts.methods, rtol=opts.rtol, atol=opts.atol, direction=v)

@@ -5,15 +5,17 @@ import click
 
 from gradcli.api import direction_vector, prepare
 from gradcli.core.errors import BadInput
-from gradcli.verdict.hessian import compare_hessian, parse_hessian_methods, require_scalar
+from gradcli.verdict.hessian import compare_hessian, require_scalar
+from gradcli.verdict.point import PointOptions
+from gradcli.verdict.report import HESSIAN_ORDER
 from gradcli.core.parser import parse_constant
 from gradcli.render.hessian import render_hessian
 from gradcli.core.assignments import parse_assignments, parse_direction
-from gradcli.cli.common import JsonCommand, fail, point_options, run_and_print
+from gradcli.cli.common import ExpressionCommand, fail, point_options, run_and_print
 from gradcli.cli.formats import check_format, format_option
 
 
-@click.command(cls=JsonCommand)
+@click.command(cls=ExpressionCommand)
 @click.argument("expr")
 @point_options("symbolic, forward_over_reverse, reverse_over_forward, central_of_reverse")
 @click.option("--direction", "direction", multiple=True, metavar="V",
@@ -33,24 +35,19 @@ def hessian(expr, at, methods, rtol, atol, timeout, direction, full, as_json, fm
       gradcli hessian "x**2 - y**2" --at "x=0, y=0" --json        # a saddle
       gradcli hessian "x*y*z" --at "x=1, y=2, z=3" --direction "x=1"
       gradcli hessian "x**1.5" --at x=0                           # exit 3: no second derivative
+      gradcli hessian -- -h**2 --at h=1                           # an expression like an option: after --
 
     Exit codes: 0 all methods agree, 1 a disagreement, 2 bad input (also a vector-valued expression),
     3 the Hessian is undefined or does not exist at the point (a kink anywhere on the path counts).
     """
     try:
         check_format(fmt, as_json)
-        if rtol is not None and not rtol >= 0 or atol is not None and not atol >= 0:
-            raise BadInput("--rtol and --atol must be non-negative numbers")
-        if not 0 <= timeout <= 1e6:  # also rejects nan; 0 means no limit
-            raise BadInput("--timeout must be a number of seconds from 0 (no limit) to 1e6")
-        try:
-            selected = parse_hessian_methods(methods) if methods else None
-        except ValueError as exc:
-            raise BadInput(str(exc)) from None
+        opts = PointOptions.validate(methods, rtol, atol, timeout, order=HESSIAN_ORDER)
         graph, point, warnings = prepare(expr, parse_assignments(at, parse_constant))
         require_scalar(graph)
         v = direction_vector(graph, parse_direction(direction, parse_constant)) if direction else None
     except BadInput as exc:
         fail(exc, as_json)
     run_and_print(compare_hessian, lambda r: render_hessian(r, full=full), graph, point, warnings, as_json, fmt,
-                  timeout, hessian=True, expression=expr, methods=selected, rtol=rtol, atol=atol, direction=v)
+                  opts.timeout, hessian=True, expression=expr, methods=opts.methods, rtol=opts.rtol, atol=opts.atol,
+                  direction=v)

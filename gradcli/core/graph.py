@@ -8,6 +8,7 @@ reverse sweep, over this list backward or over a tape.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Iterable, NamedTuple
@@ -17,6 +18,12 @@ import numpy as np
 from gradcli.core.primitives import CONSTANTS, PRIMITIVES, NumericOps
 
 MAX_NODES = 1_000_000
+#: The most decimal digits a constant's exact rational may take (numerator and denominator together):
+#: float64 spans 1e-324 to 1e308, so this leaves room for any literal a float can tell apart, while
+#: 1e-99999999999 (a hundred-billion-digit power of ten, which no computer can hold) is refused.
+MAX_EXACT_DIGITS = 1_000
+
+_DECIMAL = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?)([0-9]+))?")
 
 
 class GraphError(ValueError):
@@ -31,8 +38,53 @@ class Const:
     text: str
 
     def exact(self):
-        """The exact rational (or named constant) the user wrote, for the symbolic reference."""
-        return Fraction(self.text) if self.text not in CONSTANTS else self.text
+        """The exact rational (or named constant) the user wrote, for the symbolic reference; None where
+        there is none to use: a text that is not a finite decimal ("inf" of a folded constant), or one
+        whose rational would need more than MAX_EXACT_DIGITS digits (see :meth:`inexact_reason`)."""
+        if self.text in CONSTANTS:
+            return self.text
+        parts = _decimal_parts(self.text)
+        if parts is None:
+            return None
+        sign, digits, scale = parts
+        return Fraction(sign * digits) * Fraction(10) ** scale
+
+    def inexact_reason(self) -> str:
+        """Why :meth:`exact` is None, in words for a message ("" when there is an exact value)."""
+        if self.text in CONSTANTS or _decimal_parts(self.text) is not None:
+            return ""
+        if _DECIMAL.fullmatch(self.text) is None or not any(c.isdigit() for c in self.text):
+            return f"the constant {self.text} is not a finite number"
+        return (f"the constant {_abbreviate(self.text)} has no exact value within {MAX_EXACT_DIGITS} digits "
+                f"(float64 holds it as {self.value!r})")
+
+
+def _decimal_parts(text: str):
+    """(sign, digits, scale) with the value sign * digits * 10**scale, for a decimal literal whose exact
+    value fits in MAX_EXACT_DIGITS digits; None otherwise. Never builds a large power of ten first."""
+    m = _DECIMAL.fullmatch(text)
+    if m is None:
+        return None
+    sign, whole, frac, exp_sign, exp = m.groups()
+    frac = frac or ""
+    if not (whole or frac):
+        return None
+    mantissa = (whole + frac).lstrip("0")
+    if not mantissa:
+        return 1, 0, 0
+    stripped = mantissa.rstrip("0")
+    exp = (exp or "0").lstrip("0") or "0"
+    if len(exp) > 12:  # beyond any digit budget, whatever the mantissa (and int() of it may refuse)
+        return None
+    scale = (-int(exp) if exp_sign == "-" else int(exp)) - len(frac) + (len(mantissa) - len(stripped))
+    # the rational's digits: the mantissa's and, on one side of the fraction bar, the power of ten
+    if len(stripped) + abs(scale) > MAX_EXACT_DIGITS:
+        return None
+    return (-1 if sign == "-" else 1), int(stripped), scale
+
+
+def _abbreviate(text: str, keep: int = 24) -> str:
+    return text if len(text) <= 2 * keep else f"{text[:keep]}...{text[-keep:]} ({len(text)} characters)"
 
 
 class Node(NamedTuple):

@@ -13,7 +13,7 @@ from typing import Iterable, NamedTuple
 
 import numpy as np
 
-from gradcli.core.errors import BadInput
+from gradcli.core.errors import BadInput, printable, shown
 from gradcli.core.graph import Graph, GraphBuilder, GraphError, evaluate
 from gradcli.core.primitives import ALIASES, CONSTANTS, FUNCTION_NAMES, PRIMITIVES
 
@@ -26,6 +26,8 @@ class ParseError(ValueError):
     """An expression that cannot be read; ``column`` is 1-based, ``hint`` a suggested fix or None."""
 
     def __init__(self, message: str, column: int, text: str, hint: str | None = None):
+        # the message and hint quote the text (a number, a span of it): never a control character raw
+        message, hint = printable(message), None if hint is None else printable(hint)
         super().__init__(message)
         self.message, self.column, self.text, self.hint = message, column, text, hint
 
@@ -33,17 +35,18 @@ class ParseError(ValueError):
         return (type(self), (self.message, self.column, self.text, self.hint))
 
     def caret(self) -> str:
-        """Two lines: the expression (a window around the column if it is long) and a caret under it."""
-        # One display character per source character, so that the caret lines up under tabs/newlines.
-        shown = "".join(" " if c in "\t\n\r\f\v" else c for c in self.text)
-        at = self.column - 1
-        if len(shown) > _DISPLAY_WIDTH:
-            start = max(0, min(at - _DISPLAY_WIDTH // 2, len(shown) - _DISPLAY_WIDTH))
+        """Two lines: the expression (a window around the column if it is long) and a caret under it.
+
+        Whitespace shows as a space and a control character as its escape (``\\x1b``), never raw; the
+        caret counts what each source character shows as, so it stays under the column."""
+        text, at, prefix, suffix = self.text, self.column - 1, "", ""
+        if len(text) > _DISPLAY_WIDTH:
+            start = max(0, min(at - _DISPLAY_WIDTH // 2, len(text) - _DISPLAY_WIDTH))
             end = start + _DISPLAY_WIDTH
-            prefix = "..." if start > 0 else ""
-            shown = prefix + shown[start:end] + ("..." if end < len(shown) else "")
-            at = at - start + len(prefix)
-        return shown + "\n" + " " * at + "^"
+            prefix, suffix = ("..." if start > 0 else ""), ("..." if end < len(text) else "")
+            text, at = text[start:end], at - start
+        units = [shown(c) for c in text]
+        return prefix + "".join(units) + suffix + "\n" + " " * (len(prefix) + len("".join(units[:at]))) + "^"
 
     def render(self) -> str:
         """``error: ... at column N``, the text, a caret under the column, then ``hint: ...``."""

@@ -21,7 +21,12 @@ class CompiledExpression:
     def __init__(self, expr: str):
         self.expression = expr
         self.graph = parse_expression(expr)
-        self.program: Program = compile_graph(self.graph)
+        try:
+            self.program: Program = compile_graph(self.graph)
+        except ZeroDivisionError:
+            # the compiler folds constants as Python floats, for which 1/0 raises instead of giving inf
+            raise BadInput("cannot compile the expression: it divides by a constant that is 0 in float64 "
+                           "(such as x/0, or a literal like 1e-400 that float64 rounds to 0)") from None
 
     @property
     def variables(self) -> tuple:

@@ -7,6 +7,8 @@ Arrays carry the variables before the points: ``x`` is (n, P); a stencil evaluat
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from gradcli.core.graph import Graph, graph_sweep, walk
@@ -19,11 +21,24 @@ from gradcli.core.constants import (
 OFFSETS = (1.0, -1.0, 2.0, -2.0, 4.0, -4.0)  # the stencil rows of one candidate: +-h, +-2h, +-4h
 
 
+def quiet(fn):
+    """``fn`` under a fresh ``np.errstate(all="ignore")`` per call. Every function here computes with
+    inf and nan as results (a step past a pole, an overflowing f), which its callers report through
+    statuses: numpy's RuntimeWarnings about them would be noise on a user's stderr, whoever calls."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with np.errstate(all="ignore"):
+            return fn(*args, **kwargs)
+    return wrapper
+
+
+@quiet
 def representable(x, h):
     """The step the float arithmetic actually takes, so that (x + h) - x == h exactly."""
     return (x + h) - x
 
 
+@quiet
 def candidate_scales(xp, x):
     """Per variable and point, the length scales over which f might vary: powers of ten from
     1e-6*min(|x|, 1) (room to fit beside a domain edge) up to max(|x|, 1) (a relative step for large x)
@@ -40,6 +55,7 @@ def candidate_scales(xp, x):
 _UNDERFLOW = float(np.finfo(np.float64).smallest_subnormal / np.finfo(np.float64).eps)
 
 
+@quiet
 def rounding_scale(graph: Graph, inputs: dict, xp=np, n: int | None = None):
     """Per output and point, the sum over the rounded operations that move with the variables of
     |adjoint| x (|value| + the underflow spacing in units of eps): eps/2 times it bounds, to first order,
@@ -70,6 +86,7 @@ def rounding_scale(graph: Graph, inputs: dict, xp=np, n: int | None = None):
     return out
 
 
+@quiet
 def central_candidates(xp, x, rows, eps, probe=False, straddle=None, noise_scale=None, bounded=False):
     """Central differences at steps h, 2h, 4h for every candidate scale, with error estimates.
 
@@ -140,6 +157,7 @@ def central_candidates(xp, x, rows, eps, probe=False, straddle=None, noise_scale
     return D1, est, hs, scales
 
 
+@quiet
 def best_central(xp, D1, est, hs):
     """Per entry, the candidate step with the smallest error estimate -> (J, err, steps, chosen): J and
     err (n_out, n, P), the steps of the candidate best for every output (n, P), the choice per entry."""
@@ -149,6 +167,7 @@ def best_central(xp, D1, est, hs):
     return pick(D1), pick(est), steps, best
 
 
+@quiet
 def richardson(xp, x, rows, central_J, central_err, central_steps, eps, trace=None):
     """Ridders' extrapolation of central differences over steps h0, h0/2, h0/4, ..., h0 a few thousand
     times central's chosen step (where they found f's length scale): each column of the tableau cancels
@@ -170,6 +189,7 @@ def richardson(xp, x, rows, central_J, central_err, central_steps, eps, trace=No
     return best, err, xp.stack(hs), h0
 
 
+@quiet
 def complex_step(xp, x, rows, rel, tiny, eps):
     """f'(x) = Im f(x + ih) / h: no subtraction, so no cancellation, exact to rounding for any small h;
     valid only where every primitive on the path is holomorphic (the caller checks). ``rows(deltas)``
@@ -206,6 +226,7 @@ def complex_step(xp, x, rows, rel, tiny, eps):
     return J, 4 * eps * xp.abs(J) + spread, h
 
 
+@quiet
 def ridders(row, n_rows: int, shape, xp=np, dtype=np.float64, done=None, trace: dict | None = None):
     """Ridders' tableau over central differences at steps h, h/2, h/4, ...; ``row(i)`` gives the
     differences at h/2**i (computed lazily, so a caller may stop early). Each column cancels one more
@@ -251,6 +272,7 @@ def ridders(row, n_rows: int, shape, xp=np, dtype=np.float64, done=None, trace: 
     return best, err
 
 
+@quiet
 def straddles(graph: Graph, inputs: dict, k: int, reach, xp, dtype, N):
     """Per point: does moving variable k by up to +-``reach`` cross a pole, jump or kink of the table
     (a switching function changes sign between the point and either end)? There a difference quotient
@@ -287,6 +309,7 @@ def straddles(graph: Graph, inputs: dict, k: int, reach, xp, dtype, N):
     return hit
 
 
+@quiet
 def switch_sign(graph: Graph, vals, i: int, xp, dtype, shape):
     """The sign of node i's switching function over ``vals`` (its arguments' values by node index; NaN
     where the switch is not live)."""

@@ -17,6 +17,7 @@ Hessian (nested forward mode, every rounding one ulp off in a random direction).
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -86,32 +87,66 @@ def hvp(graph: Graph, point: dict, v) -> np.ndarray:
     return forward_over_reverse(graph, point, tangents=np.asarray(v, dtype=np.float64)).hessian
 
 
+#: How many numbers one vectorised pass may carry per value (rows of the Hessian x what each row
+#: holds): the rows go through in blocks this size, so any number of variables fits in bounded memory,
+#: while a few hundred variables still take one pass instead of one per row.
+BLOCK_ENTRIES = 1 << 18
+
+
+def _row_blocks(n: int, per_row: int):
+    rows = max(1, BLOCK_ENTRIES // max(per_row, 1))
+    return [(k0, min(n, k0 + rows)) for k0 in range(0, n, rows)]
+
+
 def reverse_over_forward(graph: Graph, point: dict) -> HessianResult:
-    """The Hessian by forward mode over tape Vars: per variable k one forward pass with tangent e_k,
-    whose tangent (df/dx_k, recorded on the tape) is swept backward for row k."""
+    """The Hessian by forward mode over tape Vars: row k is the tangent along e_k (df/dx_k, recorded
+    on the tape) swept backward. The rows of a block run side by side, as copies of the point (copy k
+    carries the tangent e_k), in one forward pass and one reverse sweep."""
     _require_scalar(graph)
     n = len(graph.variables)
     H = np.zeros((n, n))
     grad = np.zeros(n)
     value = np.nan
     with np.errstate(all="ignore"):
-        leaves = {name: Var(np.float64(point[name]), requires_grad=True) for name in graph.variables}
-        inputs = [leaves[name] for name in graph.variables]
-        for k, name_k in enumerate(graph.variables):
-            # only x_k carries a tangent: the other variables are plain Vars (no zero tangents recorded)
-            out = walk(graph, _DUALS_OF_TAPE,
-                       lambda name: Dual(leaves[name], 1.0) if name == name_k else leaves[name])[0]
-            v, t = split(out)
-            value = float(np.asarray(v.value if isinstance(v, Var) else v))
-            if t is None:
-                continue
-            grad[k] = float(np.asarray(t.value if isinstance(t, Var) else t))
-            if isinstance(t, Var) and t.requires_grad:
-                H[k] = [float(np.asarray(g)) for g in reverse.grad(t, inputs)]
         if n == 0:
-            out = walk(graph, _DUALS_OF_TAPE, leaves)[0]
+            out = walk(graph, _DUALS_OF_TAPE, {})[0]
             value = float(np.asarray(out.value if isinstance(out, Var) else out))
+        for k0, k1 in _row_blocks(n, len(graph.nodes)):
+            value = _rows_by_copies(graph, point, k0, k1, grad, H)
+        # a copy whose tangent is 0 still meets every partial, and an infinite one (acos at -1) makes
+        # inf * 0 = nan where the row alone has no tangent there: such rows are run on their own
+        for k in range(n) if n > 1 else ():
+            if not (np.isfinite(grad[k]) and np.isfinite(H[k]).all()):
+                _rows_by_copies(graph, point, k, k + 1, grad, H)
     return HessianResult(value, grad, H)
+
+
+def _rows_by_copies(graph: Graph, point: dict, k0: int, k1: int, grad, H) -> float:
+    """Rows k0..k1-1 of the Hessian (and of the gradient) into ``H`` and ``grad``, by
+    :func:`reverse_over_forward`'s copies; returns the value."""
+    m = k1 - k0
+    column = {v: k for k, v in enumerate(graph.variables)}
+    leaves = {name: Var(np.full(m, np.float64(point[name])), requires_grad=True) for name in graph.variables}
+    inputs = [leaves[name] for name in graph.variables]
+
+    def leaf(name):
+        # only the block's variables carry a tangent, each in its own copy (the others are plain Vars)
+        k = column[name]
+        return Dual(leaves[name], (np.arange(k0, k1) == k).astype(np.float64)) if k0 <= k < k1 else leaves[name]
+
+    out = walk(graph, _DUALS_OF_TAPE, leaf)[0]
+    v, t = split(out)
+    value = float(np.asarray(v.value if isinstance(v, Var) else v).reshape(-1)[0])
+    if t is None:
+        grad[k0:k1], H[k0:k1] = 0.0, 0.0
+        return value
+    grad[k0:k1] = np.broadcast_to(np.asarray(t.value if isinstance(t, Var) else t, dtype=np.float64), (m,))
+    if isinstance(t, Var) and t.requires_grad:
+        adjoints = reverse.grad(t, inputs, seeds=np.ones(np.shape(t.value)))
+        H[k0:k1] = np.stack([np.broadcast_to(np.asarray(g, dtype=np.float64), (m,)) for g in adjoints], axis=1)
+    else:
+        H[k0:k1] = 0.0
+    return value
 
 
 def _gradient_stencil(graph: Graph):
@@ -170,8 +205,10 @@ class SymbolicHessian:
 
 def symbolic_hessian(graph: Graph, point: dict, timeout: float | None = symbolic.DEFAULT_TIMEOUT,
                      digits: int = symbolic.DIGITS) -> SymbolicHessian:
-    """sympy's Hessian (its own rules, real symbols) evaluated at the exact binary point to 35 digits."""
+    """sympy's Hessian (its own rules, real symbols) evaluated at the exact binary point to 35 digits,
+    everything within ``timeout`` seconds (None or 0: no limit)."""
     _require_scalar(graph)
+    started = time.monotonic()
     syms = symbolic.symbols_of(graph)
     xs = [syms[v] for v in graph.variables]
     try:
@@ -181,13 +218,10 @@ def symbolic_hessian(graph: Graph, point: dict, timeout: float | None = symbolic
             H = symbolic.second_derivatives(ds, xs)
             res = SymbolicHessian("ok", text=[[sympy.sstr(d) for d in row] for row in H],
                                   gradient_text=[sympy.sstr(d) for d in ds])
-    except symbolic.SymbolicTimeout:
-        return SymbolicHessian("unavailable", f"sympy did not finish within {timeout:g} s")
-    except (RecursionError, MemoryError):
-        return SymbolicHessian("unavailable", "the expression is too deep for sympy")
-    except (TypeError, ValueError, ArithmeticError) as exc:
-        return SymbolicHessian("unavailable", f"sympy cannot differentiate this expression ({exc})")
-    evaluated, failed = symbolic.evaluate_at(graph, point, [H, ds, [f]], timeout, digits, "the Hessian")
+    except Exception as exc:  # the time limit, and sympy's own internal failures
+        return SymbolicHessian("unavailable", symbolic.failure(exc, timeout))
+    evaluated, failed = symbolic.evaluate_at(graph, point, [H, ds, [f]], timeout, digits, "the Hessian",
+                                             limit=symbolic.remaining(timeout, started))
     if failed:
         return SymbolicHessian("unavailable", failed, text=res.text, gradient_text=res.gradient_text)
     res.values, res.gradient, (res.value,) = evaluated
@@ -225,27 +259,45 @@ def magnitudes(graph: Graph, point: dict) -> np.ndarray:
 
 def forward_over_forward(graph: Graph, point: dict, jiggle: np.ndarray | None = None,
                          magnitude: bool = False) -> np.ndarray:
-    """The Hessian by nested dual numbers, one pass per row; with ``jiggle`` (signs, shape (nodes, 2))
-    every computed value and tangent gets one extra rounding error of one ulp (see :func:`rounding_spread`);
+    """The Hessian by nested dual numbers, a block of rows per pass (the outer tangent of x_j is the
+    column e_j over the block's rows, the inner one the row e_j over the variables, so that their
+    product has one entry per row and variable); with ``jiggle`` (signs, shape (nodes, 2)) every
+    computed value and tangent gets one extra rounding error of one ulp (see :func:`rounding_spread`);
     with ``magnitude``, the cancellation-free magnitudes instead (:func:`magnitudes`)."""
     _require_scalar(graph)
+    n = len(graph.variables)
+    H = np.zeros((n, n))
+    with np.errstate(all="ignore"):
+        for k0, k1 in _row_blocks(n, n):
+            _nested_rows(graph, point, k0, k1, jiggle, magnitude, H)
+        # as in reverse_over_forward: a row that meets an infinite partial is run on its own, where the
+        # tangents of the other rows (zeros) are not there to make inf * 0 = nan
+        for k in range(n):
+            if not np.isfinite(H[k]).all():
+                _nested_rows(graph, point, k, None, jiggle, magnitude, H)
+    return H
+
+
+def _nested_rows(graph, point, k0, k1, jiggle, magnitude, H) -> None:
+    """Rows k0..k1-1 of :func:`forward_over_forward` into ``H`` (k1 None: row k0 alone, with a scalar
+    outer tangent)."""
     D, ops = (_Mag, _MAG_OUTER) if magnitude else (Dual, _DUALS_OF_DUALS)
     n = len(graph.variables)
     eye = np.eye(n)
     column = {v: k for k, v in enumerate(graph.variables)}
-    H = np.zeros((n, n))
-    with np.errstate(all="ignore"):
-        for k in range(n):
-            def leaf(name, k=k):
-                j = column[name]
-                return D(D(np.float64(point[name]), eye[j]), D(eye[k, j], 0.0))
+    rows = slice(k0, k0 + 1 if k1 is None else k1)
 
-            _, t = split(walk(graph, ops, leaf, **jiggled(jiggle))[0])
-            if t is not None:
-                _, row = split(t)
-                if row is not None:
-                    H[k] = np.broadcast_to(np.asarray(row, dtype=np.float64), (n,))
-    return H
+    def leaf(name):
+        j = column[name]
+        outer = eye[k0, j] if k1 is None else eye[rows, j:j + 1]
+        return D(D(np.float64(point[name]), eye[j]), D(outer, 0.0))
+
+    _, t = split(walk(graph, ops, leaf, **jiggled(jiggle))[0])
+    H[rows] = 0.0
+    if t is not None:
+        _, block = split(t)
+        if block is not None:
+            H[rows] = np.broadcast_to(np.asarray(block, dtype=np.float64), H[rows].shape)
 
 
 def rounding_spread(graph: Graph, point: dict, trials: int = 3, seed: int = 0) -> np.ndarray:

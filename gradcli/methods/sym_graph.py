@@ -44,14 +44,18 @@ class Unsupported(ValueError):
 
 
 def _number(e) -> float:
+    """The float64 nearest the number ``e``: +-inf beyond float64's range (10**400, as float64 rounds
+    it), never an OverflowError."""
     if e is sympy.pi:
         return math.pi
     if e is sympy.E:
         return math.e
-    if e.is_Integer:
-        return float(int(e))
     if e.is_Rational:
-        return int(e.p) / int(e.q)  # correctly rounded, also for huge p and q
+        p, q = int(e.p), int(e.q)
+        try:
+            return p / q  # correctly rounded, also for huge p and q
+        except OverflowError:
+            return math.inf if p > 0 else -math.inf
     if e.is_Float:
         return float(e)
     raise Unsupported(f"the number {sympy.sstr(e)}")
@@ -158,8 +162,8 @@ def to_graph(exprs, variables, symbols: dict) -> Graph:
                 continue
             try:
                 done[node] = combine([done[c] for c in children])
-            except ZeroDivisionError:
-                raise Unsupported(f"a division by zero in {sympy.sstr(node)[:80]}") from None
+            except ArithmeticError:  # Python floats divide by zero (a constant 1/0) or overflow
+                raise Unsupported(f"a division by zero or an overflow in {sympy.sstr(node)[:80]}") from None
     for v in variables:
         b.var(v)
     outs = [F.node(done[e]) for e in exprs]

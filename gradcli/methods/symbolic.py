@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import signal
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -28,6 +29,10 @@ def load_sympy():
 
 class SymbolicTimeout(Exception):
     pass
+
+
+class NoExactValue(ValueError):
+    """A constant of the graph has no exact value sympy could use (see ``Const.exact``)."""
 
 
 @contextmanager
@@ -88,6 +93,8 @@ def to_sympy(graph: Graph, symbols: dict | None = None) -> list:
             exprs.append(symbols[node.attr])
         elif node.op == "const":
             exact = node.attr.exact()
+            if exact is None:
+                raise NoExactValue(node.attr.inexact_reason())
             exprs.append(sympy_constant(exact) if isinstance(exact, str)
                          else sympy.Rational(exact.numerator, exact.denominator))
         elif node.op in ("add", "sub"):
@@ -158,6 +165,24 @@ def _number(v):
     return sympy.Float(v, DIGITS) if v.is_finite else None
 
 
+def failure(exc: BaseException, timeout, doing: str = "differentiate this expression") -> str:
+    """Why sympy gave no result, for the method's message: its time limit, its recursion, a constant
+    with no exact value, or one of its own internal errors (which are sympy's to fix, not the user's)."""
+    if isinstance(exc, SymbolicTimeout):
+        return f"sympy did not finish within {timeout:g} s"
+    if isinstance(exc, (RecursionError, MemoryError)):
+        return "the expression is too deep for sympy"
+    if isinstance(exc, NoExactValue):
+        return str(exc)
+    try:  # sympy's messages may be objects of its own, whose str() can fail too
+        text = str(exc).splitlines()[0][:200] if str(exc) else ""
+    except Exception:
+        text = ""
+    if isinstance(exc, (TypeError, ValueError, ArithmeticError)):  # e.g. Min of a complex constant
+        return f"sympy cannot {doing} ({text or type(exc).__name__})"
+    return f"sympy failed to {doing}, an error inside sympy ({type(exc).__name__}{': ' + text if text else ''})"
+
+
 def derivatives(graph: Graph, timeout: float | None = DEFAULT_TIMEOUT) -> SymbolicResult:
     """sympy's derivative of every output by every variable, as expressions and strings."""
     sympy = load_sympy()
@@ -167,21 +192,27 @@ def derivatives(graph: Graph, timeout: float | None = DEFAULT_TIMEOUT) -> Symbol
             outs = to_sympy(graph, syms)
             ds = [[tidy(sympy.diff(f, syms[v])) for v in graph.variables] for f in outs]
             text = [[sympy.sstr(d) for d in row] for row in ds]
-    except SymbolicTimeout:
-        return SymbolicResult("unavailable", f"sympy did not finish within {timeout:g} s")
-    except (RecursionError, MemoryError):
-        return SymbolicResult("unavailable", "the expression is too deep for sympy")
-    except (TypeError, ValueError, ArithmeticError) as exc:  # e.g. Min of a complex constant
-        return SymbolicResult("unavailable", f"sympy cannot differentiate this expression ({exc})")
+    except Exception as exc:  # the time limit, and sympy's own internal failures (an AttributeError...)
+        return SymbolicResult("unavailable", failure(exc, timeout))
     res = SymbolicResult("ok", derivatives=ds, text=text)
     res.function_values = outs
     return res
 
 
-def evaluate_at(graph: Graph, point: dict, exprs: list, timeout, digits: int, what: str):
+def remaining(timeout: float | None, started: float) -> float | None:
+    """What is left of ``timeout`` seconds (None or 0: no limit) since ``time.monotonic()`` was
+    ``started``: one limit for the whole symbolic method, not one per phase. Never 0, which would
+    mean no limit."""
+    if not timeout:
+        return timeout
+    return max(timeout - (time.monotonic() - started), 1e-3)
+
+
+def evaluate_at(graph: Graph, point: dict, exprs: list, timeout, digits: int, what: str, limit=None):
     """Nested lists of sympy expressions evaluated at the exact binary ``point`` to ``digits`` digits,
-    under the time limit -> (the same nesting of Floats (None: not a finite real), "") or
-    (None-filled nesting, why sympy could not)."""
+    under the time limit (``limit`` seconds if given, what is left of ``timeout``; ``timeout`` names
+    it in the message) -> (the same nesting of Floats (None: not a finite real), "") or (None-filled
+    nesting, why sympy could not)."""
     sympy = load_sympy()
     syms = symbols_of(graph)
     subs = {syms[v]: sympy.Rational(float(point[v])) for v in graph.variables}
@@ -190,23 +221,24 @@ def evaluate_at(graph: Graph, point: dict, exprs: list, timeout, digits: int, wh
         return [walk(x) for x in e] if isinstance(e, list) else _evalf(e, digits, subs)
 
     try:
-        with time_limit(timeout):
+        with time_limit(timeout if limit is None else limit):
             return [walk(e) for e in exprs], ""
     except SymbolicTimeout:
         why = f"sympy could not evaluate within {timeout:g} s"
-    except (RecursionError, MemoryError, TypeError, ValueError) as exc:
-        why = f"sympy could not evaluate {what} ({type(exc).__name__})"
+    except Exception as exc:  # sympy's own failures inside evalf (an AttributeError of its cache...)
+        why = failure(exc, timeout, f"evaluate {what}")
     return [None] * len(exprs), why
 
 
 def symbolic(graph: Graph, point: dict, timeout: float | None = DEFAULT_TIMEOUT,
              digits: int = DIGITS) -> SymbolicResult:
-    """Symbolic derivatives evaluated at ``point`` to ``digits`` significant digits."""
+    """Symbolic derivatives evaluated at ``point`` to ``digits`` significant digits, all within ``timeout``."""
+    started = time.monotonic()
     res = derivatives(graph, timeout)
     if res.status != "ok":
         return res
     evaluated, failed = evaluate_at(graph, point, [res.derivatives, res.function_values], timeout, digits,
-                                    "the derivative")
+                                    "the derivative", limit=remaining(timeout, started))
     if failed:
         return SymbolicResult("unavailable", failed, derivatives=res.derivatives, text=res.text)
     res.values, res.function_values = evaluated
@@ -214,5 +246,3 @@ def symbolic(graph: Graph, point: dict, timeout: float | None = DEFAULT_TIMEOUT,
         res.status = "undefined"
         res.message = "the symbolic derivative is not a finite real number at this point"
     return res
-
-

@@ -9,6 +9,9 @@ from gradcli.render.table import fmt_error, fmt_exact, fmt_number, header
 
 #: The tableau's columns agree to many digits: enough of them to see where they stop agreeing.
 TABLEAU_DIGITS = 14
+#: The tree indents this many levels at most; deeper rows stay at this indent and say their depth, so a
+#: chain of 8,000 nodes prints 8,000 short lines, not 8,000 lines of up to 32,000 characters of guides.
+MAX_INDENT = 16
 
 
 def num(v) -> str:
@@ -52,6 +55,9 @@ def render_tree(ex: Explanation) -> Tree:
     open_: list = [root]  # open_[d] is the branch rows of depth d attach to
     for row in ex.tree:
         text = Text()
+        depth = min(row.depth, MAX_INDENT)
+        if row.depth > depth:
+            text.append(f"[depth {row.depth}] ", style="dim")
         if row.output is not None and len(ex.values) > 1:
             text.append(f"f{row.output + 1}: ", style="bold")
         if row.kind == "shared":
@@ -62,8 +68,8 @@ def render_tree(ex: Explanation) -> Tree:
             text.append(row.text)
             if row.uses > 1:
                 text.append(f"  (used {row.uses}×)", style="cyan")
-        del open_[row.depth + 1:]
-        open_.append(open_[row.depth].add(text))
+        del open_[depth + 1:]
+        open_.append(open_[depth].add(text))
     if ex.tree_omitted:
         root.add(Text(f"… {ex.tree_omitted} more nodes not shown (--all)", style="dim"))
     return root
@@ -77,7 +83,9 @@ def render_wengert(ex: Explanation) -> Group:
             _gap_row(table, s, "steps")
             continue
         what = {"var": " (input)", "const": " (constant)"}.get(s.op, "")
-        table.add_row(s.label, s.text + what, num(s.value), num(s.tangent))
+        # an input or a constant exactly, as the header shows the point: 1.0000000000000002 is not 1
+        value = fmt_exact(s.value) if what and s.value is not None else num(s.value)
+        table.add_row(s.label, s.text + what, value, num(s.tangent))
     out = Text()
     for k, d in enumerate(ex.directional):
         name = f"∇f{k + 1}·v" if len(ex.values) > 1 else "∇f·v"

@@ -4,6 +4,7 @@ Each document is a function of its report (plain data); the reports' ``to_dict()
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -13,7 +14,36 @@ def dumps(doc: dict) -> str:
     # allow_nan=False: a stray inf/nan must fail loudly here rather than emit invalid JSON
     import json  # here: a report printed as a table never pays for the json module
 
-    return json.dumps(doc, indent=2, allow_nan=False)
+    return json.dumps(doc, indent=2, allow_nan=False, default=_numpy_default)
+
+
+def _numpy_default(obj):
+    """What json cannot encode by itself: numpy numbers and arrays (a 0-d array is what several numpy
+    functions return for one number), as plain numbers, null where not finite."""
+    out = plain(obj) if isinstance(obj, (np.ndarray, np.generic)) else obj
+    if out is not obj:
+        return out
+    raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
+
+
+def plain(obj):
+    """Dataclasses, numpy numbers and arrays (0-d ones too) and non-finite floats -> JSON-ready values:
+    dicts, lists, str, bool, int, float, None (recursive over the document's few levels of nesting)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {k: plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return plain(obj[()]) if obj.ndim == 0 else [plain(v) for v in obj]
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        return finite_or_none(obj)
+    return obj
 
 
 def error_document(message: str, **extra) -> str:

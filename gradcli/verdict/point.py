@@ -6,11 +6,14 @@ here: the 35-digit errors, the fallback reference and the per-entry messages.
 """
 from __future__ import annotations
 
+import math
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
 from gradcli.verdict.diagnose import diagnose
+from gradcli.core.errors import BadInput, brief, real_number
 from gradcli.core.graph import Graph
 from gradcli.methods import forward, numeric, reverse, symbolic
 from gradcli.verdict.report import (
@@ -21,11 +24,59 @@ from gradcli.verdict.status import verdict
 
 
 
+#: The longest ``timeout`` (seconds): beyond it a limit means nothing; 0 (or None) is no limit.
+MAX_TIMEOUT = 1e6
+
+
+@dataclass(frozen=True)
+class PointOptions:
+    """The options of a comparison at a point (grad, hessian, explain), validated by :meth:`validate`."""
+
+    methods: list
+    rtol: float | None
+    atol: float | None
+    timeout: float | None
+
+    @classmethod
+    def validate(cls, methods=None, rtol=None, atol=None, timeout=symbolic.DEFAULT_TIMEOUT,
+                 order=METHOD_ORDER) -> "PointOptions":
+        """Every option of a point command checked once, for the command line and the Python API alike:
+        :class:`BadInput` with one line that names the option (``rtol=inf`` and ``--rtol inf`` read the same)."""
+        return cls(parse_methods(methods, order), _tolerance(rtol, "rtol"), _tolerance(atol, "atol"),
+                   _timeout(timeout))
+
+
+def _tolerance(value, name):
+    if value is None:
+        return None
+    v = real_number(value, f"{name} (--{name})")
+    if not (math.isfinite(v) and v >= 0):
+        raise BadInput(f"{name} (--{name}) must be a finite, non-negative number, got {brief(value)}")
+    return v
+
+
+def _timeout(value):
+    if value is None:
+        return None
+    v = real_number(value, "timeout (--timeout)")
+    if not 0 <= v <= MAX_TIMEOUT:  # also refuses nan and inf
+        raise BadInput(f"timeout (--timeout) must be a number of seconds from 0 (no limit) to {MAX_TIMEOUT:g}, "
+                       f"got {brief(value)}")
+    return v
+
+
 def parse_methods(names, order=METHOD_ORDER) -> list[str]:
-    """``["forward,reverse", "central"]`` -> validated names in the canonical ``order``."""
+    """``["forward,reverse", "central"]`` (or ``"forward,reverse"``) -> validated names in the canonical
+    ``order``; :class:`BadInput` for an unknown name or anything but names."""
+    if isinstance(names, str):
+        names = [names]
+    elif names is not None and not isinstance(names, (list, tuple)):
+        raise BadInput(f"methods must be a name, a comma-separated string or a list of names, got {brief(names)}")
     wanted = []
     for item in names or ():
-        for name in str(item).split(","):
+        if not isinstance(item, str):
+            raise BadInput(f"methods must be names ({', '.join(order)}), got {brief(item)}")
+        for name in item.split(","):
             name = name.strip().lower().replace("-", "_")
             if not name:
                 continue
@@ -33,7 +84,7 @@ def parse_methods(names, order=METHOD_ORDER) -> list[str]:
                 wanted.extend(order)
                 continue
             if name not in order:
-                raise ValueError(f"unknown method {name!r}; choose from {', '.join(order)}")
+                raise BadInput(f"unknown method {name!r}; choose from {', '.join(order)}")
             wanted.append(name)
     return [m for m in order if m in wanted] if wanted else list(order)
 
