@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import os
 
+from gradcli.core import options as option_values
 from gradcli.core.errors import BadInput
 from gradcli.checks.registry import validate_options
 from gradcli.checks.spec import OPTIONS
@@ -87,9 +88,7 @@ def load_defaults(path) -> dict:
 
 
 def _validate_project_keys(out: dict) -> None:
-    seed = out.get("seed")
-    if seed is not None and seed < 0:  # an integer by now; numpy's generators take no negative seed
-        raise BadInput(f"seed must be a non-negative integer, got {seed!r}")
+    option_values.seed(out.get("seed"), "seed")
     if "timeout" in out and not is_time_limit(out["timeout"]):
         raise BadInput(f"timeout must be a positive number of seconds, got {out['timeout']!r}")
 

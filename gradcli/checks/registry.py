@@ -29,6 +29,7 @@ import sys
 
 import numpy as np
 
+from gradcli.core import options as option_values
 from gradcli.core.errors import BadInput
 from gradcli.core.parser import ParseError, parse
 from gradcli.checks.spec import OPTIONS, REGISTRY, CheckSpec
@@ -202,14 +203,10 @@ def _register_expression(text, grad, vjp, inputs, options, where, reg):
 def validate_options(options: dict) -> dict:
     """Raise BadInput for an option value gradcli cannot use; returns ``options``."""
     for key in ("atol", "rtol", "eps"):
-        v = options.get(key)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0):
-            raise BadInput(f"{key} must be a non-negative number, got {v!r}")
+        option_values.tolerance(options.get(key), key)
     if options.get("eps") == 0:
         raise BadInput("eps (the finite-difference step) must be positive")
-    seed = options.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
-        raise BadInput(f"seed must be an integer, got {seed!r}")
+    option_values.seed(options.get("seed"), "seed")
     dtype = options.get("dtype")
     if dtype is not None and (not _is_dtype(dtype) or np.dtype(dtype).name not in DTYPES):
         raise BadInput(f"dtype must be float64 or float32, got {dtype!r}")

@@ -12,6 +12,7 @@ import click
 from gradcli.checks import config, isolated, session
 from gradcli.checks.interrupt import stop_exit_status, stops_deferred, watching_signals
 from gradcli.checks.worker import TIME_LIMIT_S
+from gradcli.core import options as option_values
 from gradcli.core.errors import BadInput
 from gradcli.verdict.exit_codes import exit_code
 from gradcli.render.check import render_check_report
@@ -121,10 +122,9 @@ def _check_options(paths, pattern, seed, rtol, atol, mode, timeout) -> dict:
     for p in paths:
         if not os.path.exists(p):
             raise BadInput(f"{p}: no such file or directory")
-    if rtol is not None and not rtol >= 0 or atol is not None and not atol >= 0:
-        raise BadInput("--rtol and --atol must be non-negative numbers")
-    if seed is not None and seed < 0:
-        raise BadInput("--seed: expected a non-negative integer")
+    option_values.tolerance(rtol, "--rtol")
+    option_values.tolerance(atol, "--atol")
+    option_values.seed(seed, "--seed")
     if timeout is not None and not config.is_time_limit(timeout):
         raise BadInput("--timeout: expected a positive number of seconds")
     if pattern:

@@ -5,6 +5,7 @@ import numpy as np
 
 from gradcli.core.parser import parse_expression
 from gradcli.core.errors import BadInput
+from gradcli.core.graph import node_values
 from gradcli.engines.backend import choose_engine, execute
 from gradcli.engines.program import Program, compile_graph
 
@@ -21,12 +22,11 @@ class CompiledExpression:
     def __init__(self, expr: str):
         self.expression = expr
         self.graph = parse_expression(expr)
-        try:
-            self.program: Program = compile_graph(self.graph)
-        except ZeroDivisionError:
-            # the compiler folds constants as Python floats, for which 1/0 raises instead of giving inf
+        if _divides_by_constant_zero(self.graph):
+            # a program that is inf or nan wherever it runs is a mistake to say at once, not to compile
             raise BadInput("cannot compile the expression: it divides by a constant that is 0 in float64 "
-                           "(such as x/0, or a literal like 1e-400 that float64 rounds to 0)") from None
+                           "(such as x/0, or a literal like 1e-400 that float64 rounds to 0)")
+        self.program: Program = compile_graph(self.graph)
 
     @property
     def variables(self) -> tuple:
@@ -120,3 +120,9 @@ def compile(expr: str) -> CompiledExpression:  # noqa: A001 - the public name th
     Raises :class:`gradcli.BadInput` for an expression that does not parse.
     """
     return CompiledExpression(expr)
+
+
+def _divides_by_constant_zero(graph) -> bool:
+    with np.errstate(all="ignore"):
+        vals = node_values(graph, {v: np.float64(1.0) for v in graph.variables})
+    return any(n.op == "div" and not graph.active[n.args[1]] and vals[n.args[1]] == 0 for n in graph.nodes)

@@ -132,8 +132,11 @@ def gradient_graph(graph: Graph, absolute: bool = False) -> Graph:
     """
     b = GraphBuilder()
     F = GraphOps(b)
-    # plain numbers for the constants: folded and simplified wherever they meet
-    h = walk(graph, F, lambda name: Handle(b, b.var(name)), const=lambda i, c: float(c.value), keep=True)
+    # plain numbers for the constants: folded and simplified wherever they meet (numpy's float64, a
+    # float that makes 1/0 inf for the diagnostics to report, not a ZeroDivisionError)
+    with np.errstate(all="ignore"):
+        h = walk(graph, F, lambda name: Handle(b, b.var(name)), const=lambda i, c: np.float64(c.value),
+                 keep=True)
     for v in graph.variables:  # keep the variable order, also for variables the outputs ignore
         b.var(v)
     active = graph.active
@@ -148,10 +151,11 @@ def gradient_graph(graph: Graph, absolute: bool = False) -> Graph:
         return p
 
     rows = []
-    for r in range(len(graph.outputs)):
-        by_var = graph_sweep(graph, r, partial, 1.0, mul=lambda a, p, k: _binary("mul", a, p),
-                             add=lambda x, y: _binary("add", x, y))
-        rows.extend(by_var.get(v, 0.0) for v in graph.variables)
+    with np.errstate(all="ignore"):  # constants folded as float64: 1/0 is inf, reported by the diagnostics
+        for r in range(len(graph.outputs)):
+            by_var = graph_sweep(graph, r, partial, 1.0, mul=lambda a, p, k: _binary("mul", a, p),
+                                 add=lambda x, y: _binary("add", x, y))
+            rows.extend(by_var.get(v, 0.0) for v in graph.variables)
     outs = [F.node(h[o]) for o in graph.outputs] + [F.node(r) for r in rows]
     nodes, outs = prune(b.nodes, outs)
     return Graph(nodes, outs, graph.variables)

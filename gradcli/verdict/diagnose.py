@@ -19,7 +19,10 @@ from gradcli.verdict.report import Diagnostic
 
 
 def _fmt(v) -> str:
-    return f"{float(v):.6g}"
+    # 6 digits where they say it, every digit where they would not: pow(1, 1e+100) hides that the base
+    # is 1.0000001
+    short = f"{float(v):.6g}"
+    return short if float(short) == float(v) else repr(float(v))
 
 
 def _call(op, vals) -> str:

@@ -6,13 +6,13 @@ here: the 35-digit errors, the fallback reference and the per-entry messages.
 """
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from gradcli.verdict.diagnose import diagnose
+from gradcli.core import options as option_values
 from gradcli.core.errors import BadInput, brief, real_number
 from gradcli.core.graph import Graph
 from gradcli.methods import forward, numeric, reverse, symbolic
@@ -47,12 +47,7 @@ class PointOptions:
 
 
 def _tolerance(value, name):
-    if value is None:
-        return None
-    v = real_number(value, f"{name} (--{name})")
-    if not (math.isfinite(v) and v >= 0):
-        raise BadInput(f"{name} (--{name}) must be a finite, non-negative number, got {brief(value)}")
-    return v
+    return option_values.tolerance(value, f"{name} (--{name})")
 
 
 def _timeout(value):

@@ -291,7 +291,7 @@ def test_a_file_that_registers_nothing_is_exit_2(tmp_path, fake):
 
 @pytest.mark.parametrize("args, message", [
     (["missing.py"], "missing.py: no such file or directory"),
-    (["{model}", "--rtol", "-1"], "--rtol and --atol must be non-negative"),
+    (["{model}", "--rtol", "-1"], "--rtol must be a finite, non-negative number, got -1.0"),
 ])
 def test_bad_input_is_exit_2_one_line(tmp_path, fake, args, message):
     f = fake_model(tmp_path / "m.py", a="pass")

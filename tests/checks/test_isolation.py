@@ -434,7 +434,7 @@ def test_a_stop_signal_ends_the_model_processes_and_reports_what_ran(tmp_path, s
 def test_a_negative_seed_is_refused_naming_the_option(tmp_path):
     m = model(tmp_path / "m.py", GOOD)
     r = check(m, "--seed", "-1")
-    assert (r.exit_code, r.stdout, r.stderr) == (2, "", "error: --seed: expected a non-negative integer\n")
+    assert (r.exit_code, r.stdout, r.stderr) == (2, "", "error: --seed must be a non-negative integer, got -1\n")
     r = check(m, "--seed", "-1", "--json")
     assert r.exit_code == 2 and json.loads(r.stdout)["status"] == "error"
     (tmp_path / "pyproject.toml").write_text("[tool.gradcli]\nseed = -1\n")
