@@ -1,0 +1,155 @@
+"""Fuzzing the command line with hostile input: whatever the text, point, option or points file, a run
+ends with an exit code of the contract (0, 1, 2, 3), never a traceback, and under ``--json`` stdout is
+exactly one JSON document whose status agrees with the exit code. Derandomised in CI (conftest.py)."""
+import json
+import os
+import string
+import tempfile
+
+import numpy as np
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gradcli.cli import main
+from tests.strategies import expressions
+
+RUNNER = CliRunner()
+FUZZ = settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+#: the status -> exit code table of the contract, for the point commands
+POINT_CODES = {"agree": 0, "disagree": 1, "error": 2, "undefined": 3, "nondifferentiable": 3,
+               "ill_conditioned": 3}
+
+#: characters of the language and a few that are not (control characters and escape sequences included)
+ALPHABET = string.ascii_letters[:26] + string.digits + " .+-*/()e,^_[]=:;!@#$%&|~'\"\\\t\n\x1b\x00\x7f∂é"
+
+
+def invoke(args):
+    r = RUNNER.invoke(main, args, catch_exceptions=True)
+    assert r.exception is None or isinstance(r.exception, SystemExit), \
+        f"{args!r} raised {type(r.exception).__name__}: {r.exception}"
+    assert r.exit_code in (0, 1, 2, 3), (args, r.exit_code, r.output)
+    # (a model's own traceback is part of its check's report: only stderr must have none)
+    assert "Traceback (most recent call last)" not in r.stderr, (args, r.stderr)
+    return r
+
+
+def one_document(r, args, key="status"):
+    doc = json.loads(r.stdout)  # exactly one document: trailing text would not parse
+    assert isinstance(doc, dict) and key in doc, (args, r.stdout)
+    return doc
+
+
+@FUZZ
+@given(text=st.text(ALPHABET, max_size=40))
+def test_any_expression_text_ends_cleanly(text):
+    args = ["grad", text, "--at", "x=1.5", "--json", "--timeout", "1"]
+    r = invoke(args)
+    if r.exit_code == 2 and not r.stdout.strip():
+        return  # click's own usage error for an option-like text: stderr says it
+    doc = one_document(r, args)
+    assert POINT_CODES.get(doc["status"], 2) == r.exit_code, (args, doc["status"], r.exit_code)
+
+
+values = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**30, 10**30),
+                   st.sampled_from(["pi/4", "1e-400", "1e400", "-0.0", "nan", "inf", "", "x", "1,2", "1e-10000000"]))
+
+
+@FUZZ
+@given(expr=expressions, x=values, y=values)
+def test_any_expression_at_any_point_ends_cleanly(expr, x, y):
+    args = ["grad", expr, "--at", f"x={x}", "--at", f"y={y}", "--at", "z=0.5", "--json", "--timeout", "1"]
+    r = invoke(args)
+    doc = one_document(r, args)
+    assert POINT_CODES.get(doc["status"], 2) == r.exit_code, (args, doc["status"], r.exit_code)
+
+
+option_values = st.one_of(st.text(ALPHABET, max_size=8), st.floats(allow_nan=True).map(repr),
+                          st.integers(-5, 10**20).map(str))
+
+
+@FUZZ
+@given(option=st.sampled_from(["--rtol", "--atol", "--timeout", "--method", "--direction", "--format"]),
+       value=option_values)
+def test_any_option_value_ends_cleanly(option, value):
+    args = ["grad", "x*sin(y)", "--at", "x=1", "--at", "y=2", option, value, "--json"]
+    r = invoke(args)
+    if r.stdout.strip():
+        one_document(r, args)
+
+
+@FUZZ
+@given(command=st.sampled_from(["hessian", "explain"]), expr=expressions)
+def test_hessian_and_explain_end_cleanly(command, expr):
+    args = [command, expr, "--at", "x=0.7", "--at", "y=-1.3", "--at", "z=2", "--json", "--timeout", "1"]
+    r = invoke(args)
+    one_document(r, args)
+
+
+arrays = st.one_of(
+    st.builds(lambda n, seed: np.random.default_rng(seed).uniform(-3, 3, size=(n, 2)),
+              st.integers(0, 50), st.integers(0, 10**6)),
+    st.sampled_from([np.zeros((3, 2), dtype=bool), np.array([[1 + 2j, 3]]), np.array([["a", "b"]]),
+                     np.array([[np.nan, np.inf], [1.0, -np.inf]]), np.zeros((0, 2)), np.zeros((2,)),
+                     np.zeros((2, 3, 1)), np.array(5.0), np.zeros((4, 2), dtype="datetime64[s]")]))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(a=arrays, ext=st.sampled_from(["npy", "csv"]))
+def test_any_points_file_ends_cleanly(a, ext):
+    with tempfile.TemporaryDirectory() as tmp:
+        points_file_ends_cleanly(tmp, a, ext)
+
+
+def points_file_ends_cleanly(tmp_path, a, ext):
+    path = os.path.join(tmp_path, f"points.{ext}")
+    if ext == "npy":
+        np.save(path, a, allow_pickle=False)
+    else:
+        with open(path, "w") as fh:
+            fh.write("x,y\n")
+            for row in np.atleast_2d(a):
+                fh.write(",".join(str(v) for v in np.atleast_1d(row)) + "\n")
+    args = ["grad", "x*sin(y)", "--points", path, "--json", "--timeout", "1"]
+    r = invoke(args)
+    one_document(r, args)
+    assert sorted(os.listdir(tmp_path)) == [f"points.{ext}"]  # nothing left behind
+
+
+BEHAVIOURS = {
+    "correct": "return 2 * x",
+    "wrong": "return 3 * x",
+    "raises": "raise ValueError('bad')",
+    "nan": "return x * np.nan",
+    "shape": "return np.zeros(7)",
+    "none": "return None",
+    "ragged": "return [[1.0], [1.0, 2.0]]",
+    "complex": "return 2 * x + 1j",
+    "prints": "print('noise on stdout'); return 2 * x",
+    "exits": "import sys; sys.exit(0)",
+    "keyboard": "raise KeyboardInterrupt",
+}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(behaviour=st.sampled_from(sorted(BEHAVIOURS)), shape=st.sampled_from(["(3,)", "(0,)", "(2, 2)", "()"]))
+def test_any_model_behaviour_ends_cleanly(behaviour, shape):
+    with tempfile.TemporaryDirectory() as tmp:
+        model_behaviour_ends_cleanly(tmp, behaviour, shape)
+
+
+def model_behaviour_ends_cleanly(tmp_path, behaviour, shape):
+    model = os.path.join(tmp_path, "model.py")
+    with open(model, "w") as fh:
+        fh.write("import numpy as np\nimport gradcli\n\n"
+                 f"@gradcli.check(x={shape})\ndef f(x):\n    return np.sum(x ** 2)\n\n"
+                 f"@f.grad\ndef f_grad(x):\n    {BEHAVIOURS[behaviour]}\n")
+    args = ["check", model, "--json"]
+    r = invoke(args)
+    doc = one_document(r, args, key="summary")
+    statuses = [c["status"] for c in doc.get("checks", [])]
+    if behaviour in ("correct",) and shape != "(0,)":
+        assert statuses == ["pass"], doc
+    if behaviour in ("wrong", "raises", "shape", "none", "ragged", "complex") and shape not in ("(0,)",):
+        assert statuses and statuses[0] in ("fail", "error"), (behaviour, doc)
