@@ -37,6 +37,10 @@ def run_one(spec, defaults: dict) -> CheckResult:
     t0 = time.perf_counter()
     try:
         result = run_check(spec, dict(defaults))
+    except MemoryError as exc:  # the check's inputs or Jacobian do not fit: the check's size, not a bug
+        result = CheckResult(name=spec.name, file=spec.file, line=spec.line, kind=spec.kind, status="error",
+                             message=f"out of memory: {exc or 'MemoryError'}; check smaller inputs, or "
+                                     "mode='fast' for a large output")
     except Exception as exc:  # noqa: BLE001 - the runner reports user errors itself; this is gradcli's own bug
         result = CheckResult(name=spec.name, file=spec.file, line=spec.line, kind=spec.kind, status="error",
                              message=f"internal error in gradcli: {type(exc).__name__}: {exc} "

@@ -62,3 +62,11 @@ def test_a_junit_file_that_cannot_be_written_still_shows_the_report(tmp_path, mo
     assert as_json.exit_code == 2
     assert json.loads(as_json.stdout)["checks"][0]["status"] == "pass"  # one document: the report
     assert not os.path.exists(junit)
+
+
+def test_an_input_too_large_for_memory_is_an_error_saying_so():
+    from gradcli.checks import session
+
+    spec = build_spec(square_sum, grad=lambda x: 2 * x, x=(100000, 100000))  # 75 GiB of float64
+    r = session.run_one(spec, {})
+    assert r.status == "error" and r.message.startswith("out of memory") and "internal error" not in r.message
