@@ -14,6 +14,9 @@ from gradcli.batch.points import ArrayPoints, OutWriter, Sampler, check_arrays, 
 from gradcli.batch.report import BatchReport
 
 DTYPES = {"float64": np.float64, "float32": np.float32}
+#: The most points a batch takes: counts and indices stay exact in float64 statistics up to here, and
+#: beyond it numpy's index arithmetic overflows.
+MAX_POINTS = 2 ** 53
 
 
 def _domain_texts(domain) -> list:
@@ -45,6 +48,8 @@ def prepare_batch(expr: str, *, points=None, points_file: str | None = None, n=N
     if n is not None:
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
             raise BadInput(f"--batch needs a positive number of points, got {n!r}")
+        if n > MAX_POINTS:
+            raise BadInput(f"--batch: at most {MAX_POINTS} (2**53) points, got {n}")
         domains = parse_domains(_domain_texts(domain), graph.variables, parse_constant)
         source = Sampler(graph.variables, domains, int(n), seed)
         info = {"domain": {k: [d.low, d.high] for k, d in domains.items()}, "seed": int(seed)}
@@ -127,8 +132,9 @@ def run_prepared(graph, source, info, warnings, *, expr, methods, rtol, atol, dt
         selected = parse_methods(methods)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
-    writer = OutWriter(out, graph.variables, len(graph.outputs), source.n) if out else None
+    writer = None
     try:
+        writer = OutWriter(out, graph.variables, len(graph.outputs), source.n) if out is not None else None
         report = run_batch(graph, source, expression=expr, methods=selected, rtol=rtol, atol=atol,
                            timeout=timeout if timeout else None, device=device, dtype=dtype, chunk=chunk,
                            out=writer, progress=progress, worst=worst, warnings=warnings, source_info=info,
@@ -138,9 +144,11 @@ def run_prepared(graph, source, info, warnings, *, expr, methods, rtol, atol, dt
                 writer.close()
             except OSError as exc:
                 raise BadInput(f"--out {out}: cannot write it ({exc.strerror or exc})") from None
-    except BaseException:
+    except BaseException as exc:
         if writer is not None:
             writer.abort()
+        if isinstance(exc, MemoryError):
+            raise BadInput(f"not enough memory for chunks of {chunk} points: give a smaller --chunk") from None
         raise
     return report
 

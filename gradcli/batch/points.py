@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
-import tempfile
 import warnings
 import zipfile
 from dataclasses import dataclass
@@ -19,7 +17,7 @@ import numpy as np
 
 from gradcli.core.assignments import split_top_level
 from gradcli.core.errors import BadInput
-from gradcli.core.files import PendingFile, atomic_write
+from gradcli.core.files import PendingFile, atomic_write, pending_directory, remove_directory
 
 
 @dataclass(frozen=True)
@@ -95,8 +93,15 @@ class ArrayPoints:
         return {v: self.arrays[v][start:stop] for v in self.variables}
 
 
+#: dtype kinds that are not real numbers: bool, complex, datetime, timedelta, bytes, str, void (the
+#: imaginary part, the epoch or the truth value would be read as a coordinate without a word)
+NOT_REAL = {"b": "booleans", "c": "complex numbers", "M": "dates", "m": "time spans", "S": "bytes",
+            "U": "text", "V": "raw bytes"}
+
+
 def check_arrays(variables, arrays: dict, source: str) -> dict:
-    """Validate ``{name: 1-D array}`` against the variables: present, same length, finite, non-empty."""
+    """Validate ``{name: 1-D array}`` against the variables: present, real numbers, same length, finite,
+    non-empty."""
     missing = [v for v in variables if v not in arrays]
     if missing:
         have = ", ".join(arrays) or "none"
@@ -104,9 +109,14 @@ def check_arrays(variables, arrays: dict, source: str) -> dict:
     out, n = {}, None
     for v in variables:
         try:
-            a = np.asarray(arrays[v], dtype=np.float64)
+            raw = np.asarray(arrays[v])
+            kind = raw.dtype.kind
+            # a copy: never a view of the caller's array or of a file that may change during the run
+            a = None if kind in NOT_REAL else np.array(raw, dtype=np.float64)
         except (TypeError, ValueError):
             raise BadInput(f"{source}: the values of {v} are not numbers") from None
+        if a is None:
+            raise BadInput(f"{source}: the values of {v} are {NOT_REAL[kind]} ({raw.dtype}), not real numbers")
         if a.ndim == 2 and 1 in a.shape:  # a column or row vector
             a = a.reshape(-1)
         if a.ndim != 1:
@@ -135,25 +145,88 @@ def read_points(path: str, variables) -> dict:
         if ext == ".csv":
             arrays = _read_csv(path, variables)
         elif ext == ".npz":
-            with np.load(path, allow_pickle=False) as z:
-                if all(v in z.files for v in variables):
-                    arrays = {v: z[v] for v in variables}
-                elif "points" in z.files and "variables" in z.files:  # what --out writes
-                    names = [str(s) for s in z["variables"]]
-                    pts = z["points"]
-                    if pts.ndim != 2 or pts.shape[1] != len(names):
-                        raise BadInput(f"--points {path}: 'points' must be (N, {len(names)})")
-                    arrays = {name: pts[:, k] for k, name in enumerate(names)}
-                else:
-                    arrays = {k: z[k] for k in z.files}
+            arrays = _read_npz(path, variables)
         else:
-            a = np.load(path, allow_pickle=False)
-            arrays = _from_npy(a, variables, path)
+            with open(path, "rb") as fh:
+                arrays = _from_npy(_read_npy(fh, os.fstat(fh.fileno()).st_size, path, "the array"),
+                                   variables, path)
+        return check_arrays(variables, arrays, f"--points {path}")
     except BadInput:
         raise
+    except MemoryError:  # a file larger than this machine's memory, or a zip member that lies about its size
+        raise BadInput(f"--points {path}: too large to load into memory") from None
     except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:  # corrupt files
         raise BadInput(f"--points {path}: cannot read it ({_one_line(exc)})") from None
-    return check_arrays(variables, arrays, f"--points {path}")
+
+
+def _read_npy(fh, size: int, path: str, what: str) -> np.ndarray:
+    """One .npy array from ``fh`` (``size`` bytes long). The header is checked against the bytes that
+    follow it before anything is allocated: a 200-byte file may declare a shape of 10**11 rows."""
+    version = np.lib.format.read_magic(fh)
+    header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, _, dtype = header(fh)
+    need, have = math.prod(shape) * dtype.itemsize, size - fh.tell()
+    if need > have:
+        raise BadInput(f"--points {path}: {what} declares shape {shape} ({need:,} bytes) but the file holds "
+                       f"{max(have, 0):,} bytes of data")
+    fh.seek(0)
+    return np.lib.format.read_array(fh, allow_pickle=False)
+
+
+def _read_npz(path: str, variables) -> dict:
+    """The arrays of an .npz points file: the layout ``--out`` writes (docs/contract.md), else one array
+    per variable, named like it."""
+    with zipfile.ZipFile(path) as zf:
+        members = {name[:-4]: zf.getinfo(name) for name in zf.namelist() if name.endswith(".npy")}
+
+        def load(key):
+            with zf.open(members[key]) as fh:
+                return _read_npy(fh, members[key].file_size, path, repr(key))
+
+        if OUT_FORMAT_KEY in members:
+            version = load(OUT_FORMAT_KEY)
+            if version.shape != () or version.dtype.kind not in "iu" or not 1 <= int(version) <= OUT_FORMAT:
+                raise BadInput(f"--points {path}: written by a newer gradcli ({OUT_FORMAT_KEY} = {version!r}); "
+                               f"this one reads up to format {OUT_FORMAT}")
+            return _out_arrays(load, path)
+        if _older_out_file(members, load):
+            return _out_arrays(load, path)
+        missing = [v for v in variables if v not in members]
+        if missing:
+            raise BadInput(f"--points {path}: no array for {', '.join(missing)} "
+                           f"(it has: {', '.join(sorted(members)) or 'none'})")
+        return {v: load(v) for v in variables}
+
+
+def _older_out_file(members: dict, load) -> bool:
+    """A file ``--out`` wrote before it marked its files: exactly its keys (points, variables, value and
+    grad_NAME for each variable), whatever the variables are called."""
+    if not {"points", "variables", "value"} <= set(members):
+        return False
+    try:
+        names = _out_names(load("variables"), "")
+    except BadInput:
+        return False
+    return set(members) == {"points", "variables", "value", *(f"grad_{v}" for v in names)}
+
+
+def _out_names(names: np.ndarray, path: str) -> list:
+    if names.ndim != 1 or names.dtype.kind not in "US":
+        raise BadInput(f"--points {path}: 'variables' must be a 1-D array of variable names, "
+                       f"got {names.dtype} of shape {names.shape}")
+    out = [str(s) if names.dtype.kind == "U" else s.decode("ascii", "replace") for s in names]
+    if len(set(out)) != len(out) or not all(out):
+        raise BadInput(f"--points {path}: 'variables' must name each column once, got {out}")
+    return out
+
+
+def _out_arrays(load, path: str) -> dict:
+    """The points of an ``--out`` file: column k of 'points' is the variable 'variables'[k]."""
+    names = _out_names(load("variables"), path)
+    pts = load("points")
+    if pts.ndim != 2 or pts.shape[1] != len(names):
+        raise BadInput(f"--points {path}: 'points' must be (N, {len(names)}), got shape {pts.shape}")
+    return {name: pts[:, k] for k, name in enumerate(names)}
 
 
 def _one_line(exc) -> str:
@@ -200,6 +273,13 @@ def _read_csv(path: str, variables) -> dict:
 
 # --- --out: written atomically -------------------------------------------------------------------------
 
+#: An .npz that ``--out`` writes holds this key (its format version), and no variable can be called so
+#: (identifiers never start with __): a points file keyed by variable names is never mistaken for one,
+#: and one is never read by name, whatever its variables are called (``value``, ``points``...).
+OUT_FORMAT_KEY = "__gradcli_out__"
+#: 1: the files written before the key existed (the same layout without it); 2: with the key
+OUT_FORMAT = 2
+
 def out_columns(variables, n_outputs: int) -> tuple[list, list]:
     """Names of the value and gradient columns: f, df/dx ... (f1, f2, df1/dx ... when vector-valued)."""
     fs = ["f"] if n_outputs == 1 else [f"f{i + 1}" for i in range(n_outputs)]
@@ -226,16 +306,20 @@ class OutWriter:
     """
 
     def __init__(self, path: str, variables, n_outputs: int, n_points: int):
+        if not path:
+            raise BadInput("--out needs a file name (.npz or .csv)")
         ext = os.path.splitext(path)[1].lower()
         if ext not in (".npz", ".csv"):
             raise BadInput(f"--out {path}: unknown file type {ext or '(none)'!r}; use .npz or .csv")
         directory = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(directory):
             raise BadInput(f"--out {path}: no such directory {directory}")
+        if os.path.isdir(path):
+            raise BadInput(f"--out {path}: is a folder")
         self.path, self.ext = path, ext
         self.variables, self.m, self.n = tuple(variables), n_outputs, n_points
         self._done = 0
-        base = os.path.basename(path)
+        self._csv = self._dir = None
         try:
             if ext == ".csv":
                 self._csv = PendingFile(path, "w", newline="")
@@ -243,7 +327,7 @@ class OutWriter:
                 self._csv.file.write(",".join([*self.variables, *fs, *grads]) + "\n")
             else:
                 # columns too large for memory stay on disk (memory maps) until they are zipped
-                self._dir = tempfile.mkdtemp(prefix=f".{base}.", suffix=".tmp", dir=directory)
+                self._dir = pending_directory(path)
                 def mm(name, shape):
                     where = os.path.join(self._dir, name + ".npy")
                     arr = np.lib.format.open_memmap(where, mode="w+", dtype=np.float64, shape=shape)
@@ -252,9 +336,12 @@ class OutWriter:
                 self._points = mm("points", (n_points, len(self.variables)))
                 self._values = mm("value", (n_points, n_outputs))
                 self._jac = mm("jacobian", (n_points, n_outputs, len(self.variables)))
-        except OSError as exc:
+        except BaseException as exc:
             self.abort()
-            raise BadInput(f"--out {path}: cannot write there ({_one_line(exc)})") from None
+            # ValueError, OverflowError: more points than a file can hold
+            if isinstance(exc, (OSError, ValueError, OverflowError)):
+                raise BadInput(f"--out {path}: cannot write there ({_one_line(exc)})") from None
+            raise
 
     def write(self, points: dict, values: np.ndarray, jac: np.ndarray) -> None:
         """``values`` (m, k) and ``jac`` (m, n, k) for the next k points."""
@@ -284,7 +371,8 @@ class OutWriter:
             return
         try:
             scalar = self.m == 1
-            arrays = {"points": self._points, "variables": np.array(self.variables, dtype=str),
+            arrays = {OUT_FORMAT_KEY: np.array(OUT_FORMAT), "points": self._points,
+                      "variables": np.array(self.variables, dtype=str),
                       "value": self._values[:, 0] if scalar else self._values}
             for k, v in enumerate(self.variables):
                 arrays[f"grad_{v}"] = self._jac[:, 0, k] if scalar else self._jac[:, :, k]
@@ -294,14 +382,12 @@ class OutWriter:
             self._cleanup_dir()
 
     def _cleanup_dir(self):
-        d = getattr(self, "_dir", None)
-        if d is not None:
+        if self._dir is not None:
             self._points = self._values = self._jac = None  # release the maps before deleting
-            shutil.rmtree(d, ignore_errors=True)
+            remove_directory(self._dir)
             self._dir = None
 
     def abort(self) -> None:
-        csv = getattr(self, "_csv", None)
-        if csv is not None:
-            csv.discard()
+        if self._csv is not None:
+            self._csv.discard()
         self._cleanup_dir()

@@ -3,6 +3,7 @@ finite differences against the step): pictures in the terminal or in a PNG/SVG f
 as JSON. The plotting libraries are the optional ``plot`` extra; ``--json`` needs neither."""
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import sys
@@ -78,6 +79,8 @@ def parse_range(text: str) -> tuple:
         raise BadInput(f"--x: {getattr(exc, 'message', exc)}") from None
     if not lo < hi:
         raise BadInput(f"--x: LO must be less than HI, got {lo:g}:{hi:g}")
+    if not math.isfinite(float(hi) - float(lo)):  # the samples, LO + k (HI - LO) / (n - 1), would be NaN
+        raise BadInput(f"--x: HI - LO overflows float64 ({lo:g}:{hi:g}); narrow the range")
     return name, lo, hi
 
 

@@ -1,9 +1,43 @@
-"""Writing output files so that no reader ever sees half of one."""
+"""Writing output files so that no reader ever sees half of one, and nothing temporary outlives the run.
+
+Every temporary path (a file to publish, a folder of memory maps) is recorded in :data:`_PENDING`
+*before* it is created and forgotten only after it is gone: a signal's KeyboardInterrupt can arrive
+between any two bytecodes, and wherever it lands, either the unwinding code or
+:func:`discard_pending` (which the command line calls on its way out) knows the path to remove.
+"""
 from __future__ import annotations
 
 import os
-import tempfile
+import shutil
 from contextlib import contextmanager
+
+#: temporary files and folders that exist (or are about to) and have been neither published nor removed:
+#: path -> ("file" | "dir", the process that made it: a forked child inherits the record, not the files)
+_PENDING: dict = {}
+
+
+def _beside(path: str, kind: str, create) -> str:
+    """Create a new hidden temporary ``kind`` next to ``path`` with ``create(name)``; the name is
+    recorded before it exists (see the module's docstring). Like mkstemp: O_EXCL, retried on a clash."""
+    directory = os.path.dirname(os.path.abspath(path))
+    base = os.path.basename(path)
+    for _ in range(100):
+        name = os.path.join(directory, f".{base}.{os.urandom(6).hex()}.tmp")
+        _PENDING[name] = kind, os.getpid()
+        try:
+            create(name)
+        except FileExistsError:  # someone else's: not ours to remove
+            _forget(name)
+            continue
+        except BaseException:
+            _remove(name, kind)  # an interrupt may land after the path was made
+            raise
+        return name
+    raise FileExistsError(f"no free temporary name beside {path}")
+
+
+def _forget(name: str) -> None:
+    _PENDING.pop(name, None)
 
 
 class PendingFile:
@@ -13,16 +47,18 @@ class PendingFile:
     mkstemp's private 0600."""
 
     def __init__(self, path: str, mode: str = "w", **open_options):
-        directory = os.path.dirname(os.path.abspath(path))
-        fd, self.tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+        fds = []
         self.path = path
+        # the file is private (0600) while it is being written; publish() gives it the umask's mode
+        self.tmp = _beside(path, "file",
+                           lambda name: fds.append(os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)))
         if "b" not in mode:
             open_options.setdefault("encoding", "utf-8")
         try:
-            self.file = os.fdopen(fd, mode, **open_options)
+            self.file = os.fdopen(fds[0], mode, **open_options)
         except BaseException:
-            os.close(fd)
-            os.unlink(self.tmp)
+            os.close(fds[0])
+            _unlink(self.tmp)
             raise
 
     def publish(self) -> None:
@@ -32,6 +68,7 @@ class PendingFile:
             self.file.close()
             os.chmod(self.tmp, 0o666 & ~_umask())
             os.replace(self.tmp, self.path)
+            _forget(self.tmp)
         except BaseException:
             self.discard()
             raise
@@ -39,12 +76,43 @@ class PendingFile:
     def discard(self) -> None:
         try:
             self.file.close()
-        except OSError:
+        except (OSError, AttributeError):  # AttributeError: __init__ failed before the file was open
             pass
-        try:
-            os.unlink(self.tmp)
-        except OSError:
-            pass
+        _unlink(self.tmp)
+
+
+def _unlink(name: str) -> None:
+    try:
+        os.unlink(name)
+    except OSError:
+        pass
+    _forget(name)
+
+
+def pending_directory(path: str) -> str:
+    """A new private folder beside ``path`` for scratch files (memory maps) on the way to ``path``;
+    remove it with :func:`remove_directory`."""
+    return _beside(path, "dir", lambda name: os.mkdir(name, 0o700))
+
+
+def remove_directory(name: str) -> None:
+    shutil.rmtree(name, ignore_errors=True)
+    _forget(name)
+
+
+def discard_pending() -> None:
+    """Remove every temporary file and folder still recorded: what a run that was stopped (a signal,
+    a second Ctrl-C during the clean-up of the first) had no chance to remove itself."""
+    for name, (kind, pid) in list(_PENDING.items()):
+        if pid == os.getpid():
+            _remove(name, kind)
+
+
+def _remove(name: str, kind: str) -> None:
+    if kind == "dir":
+        remove_directory(name)
+    else:
+        _unlink(name)
 
 
 def _umask() -> int:

@@ -5,6 +5,7 @@ when a picture is asked for: gradcli itself runs without them.
 from __future__ import annotations
 
 import importlib
+import math
 import os
 
 import numpy as np
@@ -48,18 +49,25 @@ def check_save_path(path: str) -> str:
 
 def _plotext(command: str, width: int, height: int, color: bool):
     plt = need("plotext", command)
-    plt.clear_figure()
+    _clear(plt)
     plt.plotsize(width, height)
     if not color:
         plt.theme("clear")
     return plt
 
 
+def _clear(plt) -> None:
+    # plotext clears only the active figure, which after subplot() is one panel: the other panel would
+    # keep the previous picture's lines (and legend) under the next one's
+    plt.main()
+    plt.clear_figure()
+
+
 def _build(plt, color: bool) -> str:
     try:
         text = plt.build()
     finally:
-        plt.clear_figure()
+        _clear(plt)
     return text if color else plt.uncolorize(text)
 
 
@@ -68,19 +76,87 @@ def plot_terminal(data: PlotData, title: str, labels: list, width: int = 100, he
     """The function (top) and its derivative (bottom) as text; ``labels[j]`` names output j."""
     plt = _plotext("plot", width, height, color)
     plt.subplots(2, 1)
-    for row, (Y, breaks, what) in enumerate(((data.f, data.f_breaks, "f"), (data.df, data.df_breaks, "df")), 1):
+    x_unit = axis_unit(data.x)
+    for row, panel in enumerate(_panels(data, labels, x_unit), 1):
         plt.subplot(row, 1)
         plt.title(title if row == 1 else _derivative_title(data))
+        for j, name, pieces in panel.lines:
+            for s, (xs, ys) in enumerate(pieces):
+                plt.plot(xs.tolist(), ys.tolist(), color=COLORS[j % len(COLORS)], label=name if s == 0 else None)
+        plt.xlim(float(data.x[0] / x_unit), float(data.x[-1] / x_unit))
+        if panel.limits is not None:
+            plt.ylim(*panel.limits)
+        if panel.unit != 1:
+            plt.ylabel(f"×{_unit_text(panel.unit)}")
+    plt.xlabel(data.variable + (f" (×{_unit_text(x_unit)})" if x_unit != 1 else ""))
+    return _build(plt, color)
+
+
+class _Panel:
+    """One panel of ``plot`` (f or df) as drawn: its lines in units of ``unit`` (and x in x's unit), each
+    ``(output, label, pieces)``, and the y range shown (None: all of it)."""
+
+    def __init__(self, lines: list, limits, unit: float):
+        self.lines, self.limits, self.unit = lines, limits, unit
+
+
+def _panels(data: PlotData, labels: list, x_unit: float) -> list:
+    x = data.x / x_unit
+    panels = []
+    for Y, breaks, what in ((data.f, data.f_breaks, "f"), (data.df, data.df_breaks, "df")):
+        unit = axis_unit(Y)
+        Y = Y / unit
+        limits = y_limits(Y)
+        lines = []
         for j in range(Y.shape[0]):
             name = labels[j] if what == "f" else f"d{labels[j]}/d{data.variable}"
-            for s, (xs, ys) in enumerate(segments(data.x, Y[j], breaks[j])):
-                plt.plot(xs.tolist(), ys.tolist(), color=COLORS[j % len(COLORS)], label=name if s == 0 else None)
-        plt.xlim(float(data.x[0]), float(data.x[-1]))
-        limits = y_limits(Y)
-        if limits is not None:
-            plt.ylim(*limits)
-    plt.xlabel(data.variable)
-    return _build(plt, color)
+            pieces = segments(x, Y[j], breaks[j])
+            if limits is not None:
+                pieces = [p for xs, ys in pieces for p in clip_to(xs, ys, *limits)]
+            lines.append((j, name, pieces))
+        panels.append(_Panel(lines, limits, unit))
+    return panels
+
+
+def clip_to(xs: np.ndarray, ys: np.ndarray, lo: float, hi: float) -> list:
+    """The parts of the line through (xs, ys) that lie within lo <= y <= hi, each ending where the line
+    crosses an edge -> pieces as :func:`segments` gives them. plotext fills every step of a line with
+    points at the canvas's resolution, also off the canvas: a line to a sample a million screen heights
+    beyond the shown range (a spike that :func:`y_limits` leaves out) would take minutes and gigabytes."""
+    X, Y = [float(xs[0])], [float(ys[0])]
+    for x0, y0, x1, y1 in zip(xs[:-1].tolist(), ys[:-1].tolist(), xs[1:].tolist(), ys[1:].tolist()):
+        crossings = sorted(((e - y0) / (y1 - y0), e) for e in (lo, hi) if (y0 - e) * (y1 - e) < 0)
+        for t, e in crossings:
+            X.append(x0 + t * (x1 - x0))
+            Y.append(e)
+        X.append(x1)
+        Y.append(y1)
+    X, Y = np.array(X), np.array(Y)
+    Y[(Y < lo) | (Y > hi)] = np.nan
+    return segments(X, Y)
+
+
+#: plotext's tick and canvas arithmetic (numbers times powers of ten) overflows beyond about 1e306 and
+#: fails on numbers below about 1e-300; an axis whose numbers lie outside this band is drawn in units of
+#: a power of ten instead, said in its label (the picture files too: matplotlib warns of overflows there)
+PLOTEXT_BAND = (1e-100, 1e100)
+
+
+def axis_unit(values) -> float:
+    """1, or the power of ten that brings the largest finite magnitude of ``values`` into [1, 10) when it
+    lies outside :data:`PLOTEXT_BAND`."""
+    v = np.abs(np.asarray(values, dtype=float))
+    v = v[np.isfinite(v) & (v > 0)]
+    if not v.size:
+        return 1.0
+    top = float(v.max())
+    if PLOTEXT_BAND[0] <= top <= PLOTEXT_BAND[1]:
+        return 1.0
+    return 10.0 ** math.floor(math.log10(top))
+
+
+def _unit_text(unit: float) -> str:
+    return f"1e{round(math.log10(unit))}"
 
 
 def steps_terminal(data: StepData, title: str, width: int = 100, height: int = 30, color: bool = True) -> str:
@@ -115,11 +191,13 @@ def y_limits(Y: np.ndarray):
     y = Y[np.isfinite(Y)]
     if y.size < 10:
         return None
-    lo, hi = np.percentile(y, (2, 98))
-    span = hi - lo
-    if span <= 0 or (y.max() - y.min()) <= 4 * span:
-        return None
-    return float(lo - 0.5 * span), float(hi + 0.5 * span)
+    with np.errstate(over="ignore", invalid="ignore"):  # near the largest float, a span is inf: no limits
+        lo, hi = np.percentile(y, (2, 98))
+        span = hi - lo
+        if not np.isfinite(span) or span <= 0 or (y.max() - y.min()) <= 4 * span:
+            return None
+        limits = float(lo - 0.5 * span), float(hi + 0.5 * span)
+    return limits if all(map(math.isfinite, limits)) else None
 
 
 def _loggable(h, err):
@@ -159,21 +237,22 @@ def plot_file(data: PlotData, path: str, title: str, labels: list) -> None:
     Figure = _figure("plot")
     fig = Figure(figsize=(8, 6.5), layout="constrained")
     ax_f, ax_d = fig.subplots(2, 1, sharex=True)
-    for ax, Y, breaks, what in ((ax_f, data.f, data.f_breaks, "f"), (ax_d, data.df, data.df_breaks, "df")):
-        for j in range(Y.shape[0]):
-            name = labels[j] if what == "f" else f"d{labels[j]}/d{data.variable}"
-            for s, (xs, ys) in enumerate(segments(data.x, Y[j], breaks[j])):
+    x_unit = axis_unit(data.x)
+    for ax, panel in zip((ax_f, ax_d), _panels(data, labels, x_unit)):
+        for j, name, pieces in panel.lines:
+            for s, (xs, ys) in enumerate(pieces):
                 ax.plot(xs, ys, color=MPL_COLORS[j % len(MPL_COLORS)], label=name if s == 0 else None)
         ax.grid(True, alpha=0.3)
-        limits = y_limits(Y)
-        if limits is not None:
-            ax.set_ylim(*limits)
+        if panel.limits is not None:
+            ax.set_ylim(*panel.limits)
+        if panel.unit != 1:
+            ax.set_ylabel(f"×{_unit_text(panel.unit)}")
         if ax.get_legend_handles_labels()[0]:
             ax.legend(loc="best")
     ax_f.set_title(title)
     ax_d.set_title(_derivative_title(data), fontsize="medium")
-    ax_d.set_xlabel(data.variable)
-    ax_d.set_xlim(float(data.x[0]), float(data.x[-1]))
+    ax_d.set_xlabel(data.variable + (f" (×{_unit_text(x_unit)})" if x_unit != 1 else ""))
+    ax_d.set_xlim(float(data.x[0] / x_unit), float(data.x[-1] / x_unit))
     _save(fig, path, fmt)
 
 
