@@ -21,7 +21,7 @@ import time
 import traceback
 import warnings
 
-from gradcli.checks.interrupt import STOP_SIGNALS
+from gradcli.core.signals import STOP_SIGNALS
 from gradcli.checks.worker import (
     GRACE_S, INTERNAL_FAILURE, RAISE_THE_LIMIT, Channel, Garbled, Job, in_gradcli, serve, stuck_at)
 

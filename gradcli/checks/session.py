@@ -15,7 +15,8 @@ from typing import Callable
 from gradcli.core.errors import BadInput
 from gradcli.checks import config
 from gradcli.checks.collect import check_pattern, collect, find_files
-from gradcli.checks.interrupt import interrupted, is_user_interrupt, watching_signals
+from gradcli.checks.interrupt import is_user_interrupt
+from gradcli.core.signals import interrupted, watching_signals
 from gradcli.checks.result import CheckReport, CheckResult
 from gradcli.checks.runner import run_check
 

@@ -31,7 +31,8 @@ import traceback
 from dataclasses import dataclass, field
 
 from gradcli.checks import collect
-from gradcli.checks.interrupt import STOP_SIGNALS, TimedOut, in_model_process
+from gradcli.checks.interrupt import TimedOut
+from gradcli.core.signals import STOP_SIGNALS, as_model_process
 from gradcli.checks.result import CheckResult
 from gradcli.checks.session import run_one
 from gradcli.checks.under_test import user_traceback
@@ -139,7 +140,7 @@ _PR_SET_PDEATHSIG = 1
 
 
 def _take_over_process(output_fd: int, faults_fd: int) -> None:
-    in_model_process()
+    as_model_process()
     signal.signal(signal.SIGALRM, _on_alarm)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # the parent blocked them to fork
     devnull = os.open(os.devnull, os.O_RDONLY)

@@ -13,14 +13,13 @@ import ast
 import importlib
 import importlib.util
 import re
-import signal
 import sys
-from contextlib import contextmanager
 
 import click
 
 from gradcli import __version__
 from gradcli.core.files import discard_pending
+from gradcli.core.signals import stop_exit_status, stop_message, stops_deferred, watching_signals
 
 #: command -> (module, function). Listing them reads each function's docstring from its source, so
 #: that ``gradcli --help`` shows click's own short help without importing the command.
@@ -60,67 +59,25 @@ def command_docstring(name: str) -> str:
 _TOP_LEVEL = re.compile(r"^\S", re.MULTILINE)
 
 
-#: stop signal -> the one line that says why the run ended
-STOP_SIGNALS = {"SIGINT": "interrupted: Ctrl-C (SIGINT)", "SIGTERM": "terminated: SIGTERM",
-                "SIGHUP": "hung up: SIGHUP"}
-
-
-class _Stop:
-    signum = 0  # the first stop signal of this run (0: none, or a KeyboardInterrupt of Python's own)
-    installed: dict = {}  # signal -> the handler it had before this run
-
-
-def _on_stop_signal(signum, frame):
-    # KeyboardInterrupt, as Python's own SIGINT handler raises: every ``finally`` and ``except
-    # BaseException`` on the way out runs, which is where temporary files are removed
-    if not _Stop.signum:
-        _Stop.signum = signum
-    raise KeyboardInterrupt
-
-
-@contextmanager
-def stop_signals():
-    """SIGTERM and SIGHUP stop the run as Ctrl-C does, and the first stop signal is recorded for the exit
-    status. A signal the caller ignores (nohup, a background job's SIGINT) stays ignored."""
-    installed = {}
-    for name in STOP_SIGNALS:
-        s = getattr(signal, name, None)
-        if s is not None and signal.getsignal(s) in (signal.SIG_DFL, signal.default_int_handler):
-            try:
-                installed[s] = signal.signal(s, _on_stop_signal)
-            except ValueError:  # not the main thread: signals are not ours to handle
-                break
-    outer = _Stop.signum, _Stop.installed
-    _Stop.signum, _Stop.installed = 0, installed
-    try:
-        yield
-    finally:
-        for s, handler in installed.items():
-            signal.signal(s, handler)
-        _Stop.signum, _Stop.installed = outer
-
-
 def _stopped():
     """Leave after a stop signal: temporary files removed, one line, exit 128 + the signal."""
-    signum = _Stop.signum or signal.SIGINT
-    for s in _Stop.installed:  # a second signal must not cut this short (stop_signals restores them)
-        signal.signal(s, signal.SIG_IGN)
-    discard_pending()
-    try:
-        # the blank line closes the terminal's echo of ^C
-        prefix = "\n" if signum == signal.SIGINT and sys.stderr.isatty() else ""
-        click.echo(prefix + STOP_SIGNALS.get(signal.Signals(signum).name, "stopped"), err=True)
-    except (OSError, ValueError):  # after SIGHUP the terminal may be gone: the exit status still tells
-        pass
-    sys.exit(128 + signum)
+    with stops_deferred():  # a second signal must not cut this short
+        discard_pending()
+        try:
+            # the blank line closes the terminal's echo of ^C
+            ctrl_c = (stop_exit_status() or 130) == 130
+            click.echo(("\n" if ctrl_c and sys.stderr.isatty() else "") + stop_message(), err=True)
+        except (OSError, ValueError):  # after SIGHUP the terminal may be gone: the exit status still tells
+            pass
+    sys.exit(stop_exit_status() or 130)
 
 
 class LazyGroup(click.Group):
     """A group whose commands are imported on first use (run, or ``gradcli CMD --help``). A stop signal
-    ends any command with its own exit status (:func:`stop_signals`), never click's "Aborted!" and 1."""
+    ends any command with its own exit status (:mod:`gradcli.core.signals`), never click's "Aborted!" and 1."""
 
     def main(self, *args, **kwargs):
-        with stop_signals():
+        with watching_signals():
             try:
                 return super().main(*args, **kwargs)
             finally:

@@ -10,7 +10,7 @@ import time
 import click
 
 from gradcli.checks import config, isolated, session
-from gradcli.checks.interrupt import stop_exit_status, stops_deferred, watching_signals
+from gradcli.core.signals import stop_exit_status, stops_deferred, watching_signals
 from gradcli.checks.worker import TIME_LIMIT_S
 from gradcli.core import options as option_values
 from gradcli.core.errors import BadInput

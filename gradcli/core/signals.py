@@ -1,0 +1,101 @@
+"""The signals that stop a run as Ctrl-C does (SIGINT, SIGTERM, SIGHUP), for every command alike.
+
+While :func:`watching_signals` is active, the first such signal is recorded and raises
+KeyboardInterrupt (as Python's own SIGINT handler does), so every ``finally`` on the way out runs:
+that is where temporary files are removed and what ran is reported. Later signals are recorded
+and raise nothing, so that the winding down the first one started is not cut short. The exit
+status is 128 + the signal (130, 143, 129), as a shell reports a process the signal ended. A signal
+the caller ignores (``nohup``'s SIGHUP, a background job's SIGINT) stays ignored.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+#: the one line that says why a run ended
+_MESSAGES = {"SIGINT": "interrupted: Ctrl-C (SIGINT)", "SIGTERM": "terminated: SIGTERM", "SIGHUP": "hung up: SIGHUP"}
+
+
+class _State:
+    watching = False
+    deferred = False  # within stops_deferred(): recorded, not raised
+    received = 0  # the first stop signal that arrived while watching (0: none)
+
+
+_STATE = _State()
+
+
+def _on_stop_signal(signum, frame):
+    if _STATE.received or _STATE.deferred:
+        _STATE.received = _STATE.received or signum
+        return
+    _STATE.received = signum
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def watching_signals():
+    """Stop signals recorded and raised as KeyboardInterrupt within this block (main thread only; a
+    nested block shares the outer one's record)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    outer = _STATE.watching, _STATE.deferred
+    if not _STATE.watching:
+        _STATE.received = 0
+    old = {s: signal.signal(s, _on_stop_signal) for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN}
+    _STATE.watching, _STATE.deferred = True, False
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+        _STATE.watching, _STATE.deferred = outer
+
+
+@contextmanager
+def stops_deferred():
+    """Within :func:`watching_signals`: a stop signal is recorded but raises nothing, so that what is
+    being written (the report) is written whole."""
+    outer, _STATE.deferred = _STATE.deferred, True
+    try:
+        yield
+    finally:
+        _STATE.deferred = outer
+
+
+def watching() -> bool:
+    """Whether :func:`watching_signals` is active (a KeyboardInterrupt without a record then came from
+    the code being run, not from a signal)."""
+    return _STATE.watching
+
+
+def interrupted() -> bool:
+    """Whether a stop signal arrived while :func:`watching_signals` was active."""
+    return bool(_STATE.received)
+
+
+def stop_exit_status() -> int | None:
+    """128 + the stop signal that arrived (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP), or None."""
+    return 128 + int(_STATE.received) if _STATE.received else None
+
+
+def stop_message() -> str:
+    """The line that says which signal stopped the run (Ctrl-C when none was recorded: Python's own
+    KeyboardInterrupt)."""
+    signum = _STATE.received or signal.SIGINT
+    return _MESSAGES.get(signal.Signals(signum).name, "stopped")
+
+
+def as_model_process() -> None:
+    """A model process (gradcli.checks.worker) answers no stop signal itself: the parent ends it. So
+    SIGINT is ignored there, SIGTERM and SIGHUP end it at once, and a KeyboardInterrupt raised there
+    always comes from the model's code."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for s in STOP_SIGNALS:
+        if s != signal.SIGINT:
+            signal.signal(s, signal.SIG_DFL)
+    _STATE.watching, _STATE.deferred, _STATE.received = True, False, 0
