@@ -136,3 +136,20 @@ def test_the_cli_gives_the_same_one_line_message_and_exit_2(args, call):
     assert r.stderr.splitlines() == [f"error: {info.value.message}"]
     j = RUNNER.invoke(main, args + ["--json"], env=PLAIN_ENV)
     assert j.exit_code == 2 and strict_json(j.stdout) == {"status": "error", "error": info.value.message}
+
+
+@pytest.mark.parametrize("kwargs, named", [
+    ({"domain": 5}, "domain"), ({"domain": {"x": (0, 1)}, "rtol": float("inf")}, "rtol"),
+    ({"domain": {"x": (0, 1)}, "seed": -1}, "seed"), ({"domain": {"x": (0, 1)}, "timeout": -1}, "timeout"),
+])
+def test_batch_options_follow_the_point_rules(kwargs, named):
+    with pytest.raises(gradcli.BadInput, match=named):
+        gradcli.grad_batch("x", n=10, **kwargs)
+
+
+def test_a_batch_option_given_empty_at_a_point_is_refused_not_ignored():
+    from click.testing import CliRunner
+
+    from gradcli.cli import main
+    r = CliRunner().invoke(main, ["grad", "x", "--at", "x=1", "--out", ""])
+    assert r.exit_code == 2 and "--out only applies in batch mode" in r.stderr

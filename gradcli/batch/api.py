@@ -4,8 +4,9 @@ from __future__ import annotations
 import numpy as np
 
 from gradcli.core.parser import parse_expression
-from gradcli.verdict.point import parse_methods
-from gradcli.core.errors import BadInput
+from gradcli.verdict.point import PointOptions, parse_methods
+from gradcli.core import options as option_values
+from gradcli.core.errors import BadInput, brief
 from gradcli.methods.symbolic import DEFAULT_TIMEOUT
 from gradcli.core.parser import parse_constant, suggest_call, suspicious_variables
 from gradcli.batch.compare import DEFAULT_CHUNK, WORST, run_batch
@@ -34,6 +35,9 @@ def _domain_texts(domain) -> list:
             except (TypeError, ValueError):
                 raise BadInput(f"domain {name}: expected (low, high), got {rng!r}") from None
         return texts
+    if not isinstance(domain, (list, tuple)):
+        raise BadInput(f"domain must be a dict of (low, high) by name, or texts such as \"x=-1:1\", "
+                       f"got {brief(domain)}")
     return [str(d) for d in domain]
 
 
@@ -77,13 +81,8 @@ def prepare_batch(expr: str, *, points=None, points_file: str | None = None, n=N
 
 
 def check_options(rtol, atol, timeout, chunk, dtype):
-    for name, v in (("--rtol", rtol), ("--atol", atol), ("--timeout", timeout)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating))):
-            raise BadInput(f"{name} must be a number, got {v!r}")
-    if rtol is not None and not rtol >= 0 or atol is not None and not atol >= 0:
-        raise BadInput("--rtol and --atol must be non-negative numbers")
-    if not 0 <= timeout <= 1e6:
-        raise BadInput("--timeout must be a number of seconds from 0 (no limit) to 1e6")
+    # the point commands' rules: rtol=inf and --rtol inf read the same everywhere
+    PointOptions.validate(None, rtol, atol, timeout)
     if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk <= 0:
         raise BadInput(f"--chunk needs a positive number of points, got {chunk!r}")
     try:
@@ -112,8 +111,7 @@ def grad_batch(expr: str, points: dict | None = None, *, n: int | None = None, d
     :class:`gradcli.BadInput` on bad input.
     """
     dt = check_options(rtol, atol, timeout, chunk, dtype)
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise BadInput(f"seed must be a non-negative integer, got {seed!r}")
+    option_values.seed(seed, "seed", optional=False)
     if isinstance(worst, bool) or not isinstance(worst, (int, np.integer)) or worst < 1:
         raise BadInput(f"worst must be a positive number of points, got {worst!r}")
     if isinstance(methods, str):  # "forward,central", as --method takes it

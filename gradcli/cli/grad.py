@@ -70,7 +70,8 @@ def grad(expr, at, methods, rtol, atol, timeout, direction, full, as_json, fmt, 
                           device, engine, dtype, chunk, out)
         return
     batch_only = [name for name, v in (("--domain", domains), ("--seed", seed), ("--device", device),
-                                       ("--engine", engine), ("--dtype", dtype), ("--chunk", chunk), ("--out", out)) if v]
+                                       ("--engine", engine), ("--dtype", dtype), ("--chunk", chunk), ("--out", out))
+                  if v is not None and v != ()]  # given at all, even as "" or 0
     if batch_only:
         fail(BadInput(f"{batch_only[0]} only applies in batch mode: add --batch N or --points FILE"), as_json)
     try:

@@ -9,6 +9,7 @@ import click
 from gradcli.batch import api as batch
 from gradcli.engines.device import resolve_target
 from gradcli.verdict.point import parse_methods
+from gradcli.core import options as option_values
 from gradcli.core.errors import BadInput
 from gradcli.render.batch import render_batch
 from gradcli.render.json import dumps
@@ -26,8 +27,7 @@ def run_batch_command(expr, at, methods, rtol, atol, timeout, as_json, batch_n, 
             raise BadInput("--batch and --points exclude each other: give one")
         if points_file is not None and seed is not None:
             raise BadInput("--seed only goes with --batch N (the points file gives the points)")
-        if seed is not None and seed < 0:
-            raise BadInput(f"--seed must be a non-negative integer, got {seed}")
+        option_values.seed(seed, "--seed")
         dt = batch.check_options(rtol, atol, timeout, chunk, dtype or "float64")
         selected = parse_methods(methods) if methods else None
         dev, engine, note = resolve_target(device, engine)

@@ -14,6 +14,7 @@ import numpy as np
 from gradcli.api import prepare
 from gradcli.core.parser import parse_expression
 from gradcli.verdict.diagnose import diagnose
+from gradcli.verdict.point import PointOptions
 from gradcli.core.errors import BadInput
 from gradcli.verdict.exit_codes import EXIT_OK, exit_code
 from gradcli.core.parser import parse_constant
@@ -140,8 +141,7 @@ def plot(expr, x_range, var, at, n, save, timeout, as_json):
     try:
         if not 2 <= n <= MAX_POINTS:
             raise BadInput(f"--points must be from 2 to {MAX_POINTS}, got {n}")
-        if not 0 <= timeout <= 1e6:
-            raise BadInput("--timeout must be a number of seconds from 0 (no limit) to 1e6")
+        PointOptions.validate(timeout=timeout)
         name, lo, hi = parse_range(x_range)
         if name is not None and var is not None and name != var:
             raise BadInput(f"--x names {name} but --var names {var}: give one")
@@ -202,8 +202,7 @@ def steps(expr, at, wrt, save, timeout, as_json):
     undefined or does not exist at the point.
     """
     try:
-        if not 0 <= timeout <= 1e6:
-            raise BadInput("--timeout must be a number of seconds from 0 (no limit) to 1e6")
+        PointOptions.validate(timeout=timeout)
         graph, point, warnings = prepare(expr, parse_assignments(at, parse_constant))
         if not graph.variables:
             raise BadInput("the expression has no variable to differentiate by")

@@ -20,9 +20,10 @@ def tolerance(value, name: str) -> float | None:
     return v
 
 
-def seed(value, name: str) -> int | None:
-    """A random seed: a non-negative integer (numpy's generators take no negative seed); None stays None."""
-    if value is None:
+def seed(value, name: str, optional: bool = True) -> int | None:
+    """A random seed: a non-negative integer (numpy's generators take no negative seed); None stays None
+    where the seed is ``optional``."""
+    if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
         raise BadInput(f"{name} must be a non-negative integer, got {brief(value)}")
