@@ -8,7 +8,6 @@ between any two bytecodes, and wherever it lands, either the unwinding code or
 from __future__ import annotations
 
 import os
-import shutil
 from contextlib import contextmanager
 
 #: temporary files and folders that exist (or are about to) and have been neither published nor removed:
@@ -96,6 +95,8 @@ def pending_directory(path: str) -> str:
 
 
 def remove_directory(name: str) -> None:
+    import shutil  # here: shutil (with zlib, bz2, lzma) costs every command's start-up 3 ms
+
     shutil.rmtree(name, ignore_errors=True)
     _forget(name)
 

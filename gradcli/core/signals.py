@@ -10,7 +10,6 @@ the caller ignores (``nohup``'s SIGHUP, a background job's SIGINT) stays ignored
 from __future__ import annotations
 
 import signal
-import threading
 from contextlib import contextmanager
 
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
@@ -40,13 +39,14 @@ def _on_stop_signal(signum, frame):
 def watching_signals():
     """Stop signals recorded and raised as KeyboardInterrupt within this block (main thread only; a
     nested block shares the outer one's record)."""
-    if threading.current_thread() is not threading.main_thread():
+    try:
+        old = {s: signal.signal(s, _on_stop_signal) for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN}
+    except ValueError:  # not the main thread: signals are not ours to handle
         yield
         return
     outer = _STATE.watching, _STATE.deferred
     if not _STATE.watching:
         _STATE.received = 0
-    old = {s: signal.signal(s, _on_stop_signal) for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN}
     _STATE.watching, _STATE.deferred = True, False
     try:
         yield

@@ -15,7 +15,6 @@ screen has colour.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import unicodedata
 
@@ -298,7 +297,7 @@ class Screen:
         self.file = file if file is not None else sys.stdout
         tty = _isatty(self.file)
         if width is None:
-            width = shutil.get_terminal_size((PIPE_WIDTH, 24)).columns if tty else _columns()
+            width = _terminal_columns(self.file) if tty else _columns()
         if color is None:
             color = "NO_COLOR" not in os.environ and (
                 bool(os.environ.get("FORCE_COLOR")) or (tty and os.environ.get("TERM") != "dumb"))
@@ -329,6 +328,16 @@ def _isatty(file) -> bool:
         return file.isatty()
     except (AttributeError, ValueError):
         return False
+
+
+def _terminal_columns(file) -> int:
+    # shutil.get_terminal_size's rule (COLUMNS first, then the terminal), without importing shutil
+    if os.environ.get("COLUMNS", "").isdigit() and int(os.environ["COLUMNS"]) > 0:
+        return int(os.environ["COLUMNS"])
+    try:
+        return os.get_terminal_size(file.fileno()).columns or PIPE_WIDTH
+    except (AttributeError, OSError, ValueError):
+        return PIPE_WIDTH
 
 
 def _columns() -> int:
