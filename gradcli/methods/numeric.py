@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import functools
-
 import numpy as np
 
 from gradcli.methods.differences import straddles
@@ -18,7 +16,7 @@ from gradcli.core.graph import Graph, evaluate
 from gradcli.core.primitives import PRIMITIVES
 from gradcli.core.constants import CENTRAL_CANDIDATES, COMPLEX_H, RIDDERS_CON, RIDDERS_ROWS, STRADDLE_BUDGET
 from gradcli.methods import differences
-from gradcli.methods.differences import best_central, central_candidates, rounding_scale
+from gradcli.methods.differences import best_central, central_candidates, quiet, rounding_scale
 
 #: Elements per vectorised evaluation when the variables are many (memory stays near 100 MB).
 BLOCK_ELEMENTS = 2_000_000
@@ -34,15 +32,6 @@ class NumericResult:
     status: str = "ok"
     message: str = ""
     detail: dict = field(default_factory=dict)
-
-
-def _quiet(fn):
-    """Run under np.errstate(all="ignore"): non-finite values are results here, reported as statuses."""
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        with np.errstate(all="ignore"):
-            return fn(*args, **kwargs)
-    return wrapper
 
 
 def _stencil(graph: Graph, x: np.ndarray, deltas: np.ndarray, jiggle=None) -> np.ndarray:
@@ -111,7 +100,7 @@ def _candidates(graph, x, stencil=None, noise_scale=None):
     return D1[..., 0], est[..., 0], hs[..., 0], scales[..., 0]
 
 
-@_quiet
+@quiet
 def central(graph: Graph, point: dict) -> NumericResult:
     """Central differences (f(x+h) - f(x-h)) / 2h with h = eps**(1/3) * s, the step that balances
     truncation (h**2) against round-off (eps/h). The scale s is not guessed: every candidate from
@@ -135,14 +124,14 @@ def _best(D1, est, hs, scales) -> NumericResult:
     return res
 
 
-@_quiet
+@quiet
 def central_of(stencil, x: np.ndarray, noise_scale=None) -> NumericResult:
     """:func:`central` for any vector function given as ``stencil(x, deltas) -> (n_out, m, nvars)``;
     ``noise_scale`` (per output) is the size its rounding is relative to, when that is more than |f|."""
     return _best(*_candidates(None, np.asarray(x, dtype=np.float64), stencil, noise_scale))
 
 
-@_quiet
+@quiet
 def richardson(graph: Graph, point: dict) -> NumericResult:
     """Ridders' extrapolation of central differences over steps h0, h0/2, h0/4, ...: each column of
     the tableau cancels one more power of h**2; the entry with the smallest change between
@@ -174,7 +163,7 @@ def holomorphic_blockers(graph: Graph) -> list[str]:
     return names
 
 
-@_quiet
+@quiet
 def complex_step(graph: Graph, point: dict) -> NumericResult:
     """f'(x) = Im f(x + ih) / h: no subtraction, so no cancellation, exact to rounding for any
     small h; only valid where every primitive on the path is holomorphic."""
