@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from gradcli.verdict.point import ill_conditioned, judge_all, parse_methods
+from gradcli.verdict.point import fallback_reference, ill_conditioned, judge_all, parse_methods
 from gradcli.verdict.diagnose import diagnose_hessian
 from gradcli.core.errors import BadInput
 from gradcli.core.graph import Graph
@@ -170,20 +170,15 @@ def _compare(graph, point, expression, selected, rtol, atol, timeout, warnings) 
 
 def _fallback_reference(graph, point, results):
     """Without sympy: the two AD routes when they agree, otherwise the differences of the gradient."""
-    try:
-        Ha = results["forward_over_reverse"].jacobian if "forward_over_reverse" in results \
-            else hm.forward_over_reverse(graph, point).hessian
-        Hb = results["reverse_over_forward"].jacobian if "reverse_over_forward" in results \
-            else hm.reverse_over_forward(graph, point).hessian
-        if np.allclose(Ha, Hb, rtol=1e-12, atol=0, equal_nan=True):
-            return (Ha + Hb) / 2, "consensus", None
-        c = results.get("central_of_reverse")
-        if c is not None:
-            return c.jacobian, "central_of_reverse", c.error_estimate
+    def route(method):
+        return lambda: (method(graph, point).hessian, None)
+
+    def differences():
         h = hm.central_of_reverse(graph, point)
-        return h.hessian, "central_of_reverse", h.error
-    except Exception:
-        return None, "none", None
+        return h.hessian, h.error
+    return fallback_reference(results, ("forward_over_reverse", "reverse_over_forward"), "central_of_reverse", {
+        "forward_over_reverse": route(hm.forward_over_reverse), "reverse_over_forward": route(hm.reverse_over_forward),
+        "central_of_reverse": differences})
 
 
 def _value(graph, point, bad_value):

@@ -286,19 +286,31 @@ def _digits(sym, bad) -> list | None:
             for i, row in enumerate(sym.values)]
 
 
-def _fallback_reference(graph, point, results):
+def fallback_reference(results: dict, routes, numerical: str, compute: dict):
+    """Without sympy (grad and hessian alike): the two AD ``routes`` averaged where they agree to 1e-12
+    ("consensus"), otherwise the ``numerical`` method with its own error estimate -> (matrix, its name,
+    its estimate or None). Each method comes from ``results`` where it ran, else from
+    ``compute[name]()`` -> (matrix, estimate)."""
+    def get(name):
+        m = results.get(name)
+        return (m.jacobian, m.error_estimate) if m is not None else compute[name]()
     try:
-        Jf = results["forward"].jacobian if "forward" in results else forward.jacobian(graph, point)[1]
-        Jr = results["reverse"].jacobian if "reverse" in results else reverse.jacobian(graph, point)[1]
-        if np.allclose(Jf, Jr, rtol=1e-12, atol=0, equal_nan=True):
-            return (Jf + Jr) / 2, "consensus", None
-        r = results.get("richardson")
-        if r is None:
-            n = numeric.richardson(graph, point)
-            r = MethodResult("richardson", n.jacobian, "ok", error_estimate=n.error)
-        return r.jacobian, "richardson", r.error_estimate
+        A, B = (get(name)[0] for name in routes)
+        if np.allclose(A, B, rtol=1e-12, atol=0, equal_nan=True):
+            return (A + B) / 2, "consensus", None
+        J, estimate = get(numerical)
+        return J, numerical, estimate
     except Exception:
         return None, "none", None
+
+
+def _fallback_reference(graph, point, results):
+    def richardson():
+        r = numeric.richardson(graph, point)
+        return r.jacobian, r.error
+    return fallback_reference(results, ("forward", "reverse"), "richardson", {
+        "forward": lambda: (forward.jacobian(graph, point)[1], None),
+        "reverse": lambda: (reverse.jacobian(graph, point)[1], None), "richardson": richardson})
 
 
 def _values(graph, point, bad_value):
