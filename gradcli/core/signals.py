@@ -9,7 +9,9 @@ the caller ignores (``nohup``'s SIGHUP, a background job's SIGINT) stays ignored
 """
 from __future__ import annotations
 
+import os
 import signal
+import sys
 from contextlib import contextmanager
 
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
@@ -35,6 +37,23 @@ def _on_stop_signal(signum, frame):
     raise KeyboardInterrupt
 
 
+def _lost_interrupt(unraisable, chain):
+    # The stop signal landed inside a callback whose exceptions Python ignores (a weakref callback of
+    # importlib's module locks, a finaliser): the KeyboardInterrupt would be printed as "Exception
+    # ignored" and lost, and with it every later signal (the first is recorded). Deliver it again
+    # from another thread, once this hook and the callback have returned, to be raised where it
+    # stops the run (a signal sent from here would be handled, and lost, inside the hook).
+    if isinstance(unraisable.exc_value, KeyboardInterrupt) and _STATE.received and not _STATE.deferred:
+        import threading
+
+        signum, _STATE.received = _STATE.received, 0
+        timer = threading.Timer(0.01, os.kill, (os.getpid(), signum))
+        timer.daemon = True
+        timer.start()
+        return
+    chain(unraisable)
+
+
 @contextmanager
 def watching_signals():
     """Stop signals recorded and raised as KeyboardInterrupt within this block (main thread only; a
@@ -48,9 +67,12 @@ def watching_signals():
     if not _STATE.watching:
         _STATE.received = 0
     _STATE.watching, _STATE.deferred = True, False
+    hook = sys.unraisablehook
+    sys.unraisablehook = lambda unraisable: _lost_interrupt(unraisable, hook)
     try:
         yield
     finally:
+        sys.unraisablehook = hook
         for s, handler in old.items():
             signal.signal(s, handler)
         _STATE.watching, _STATE.deferred = outer
