@@ -269,6 +269,7 @@ def test_no_report_shows_a_base_just_above_1_as_1():
 
 @pytest.mark.parametrize("args, want", [
     (["grad", "--", "-h", "--at", "h=2", "--json"], -1.0),
+    (["grad", "-h", "--at", "h=2", "--json"], -1.0),  # a first -h with its point is the expression
     (["grad", "-x**2", "--at", "x=3", "--json"], -6.0),
     (["grad", "--at", "x=3", "--json", "-x**2"], -6.0),
     (["grad", "-1/x", "--rtol", "1e-3", "--at", "x=2", "--json"], 0.25),
@@ -292,6 +293,8 @@ def test_minus_expressions_in_hessian_and_explain():
 def test_h_alone_is_still_help_and_a_negative_option_value_is_still_a_value():
     r = cli("grad", "-h")
     assert r.exit_code == 0 and r.stdout.startswith("Usage:") and "-- -h" in r.stdout
+    r = cli("grad", "x", "--at", "x=1", "-h")  # -h after the expression asks for help
+    assert r.exit_code == 0 and r.stdout.startswith("Usage:")
     r = cli("grad", "x", "--at", "x=1", "--rtol", "-1")
     assert r.exit_code == 2 and "rtol" in r.stderr and "non-negative" in r.stderr
     r = cli("grad", "x", "-y", "--at", "x=1")

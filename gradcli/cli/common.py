@@ -57,7 +57,8 @@ class JsonCommand(click.Command):
 class ExpressionCommand(JsonCommand):
     """A JsonCommand whose argument is an expression, which may start with '-' (``-x**2``): a token that
     starts with one '-' and is no option of the command is the expression, and ``--`` makes the next
-    token the expression whatever it looks like (``-- -h``); options may follow it either way."""
+    token the expression whatever it looks like (``-- -h``); options may follow it either way. A first
+    ``-h`` followed by ``--at`` is the expression ``-h`` at that point, not a request for help."""
 
     def parse_args(self, ctx, args):
         return super().parse_args(ctx, self.expression_last(ctx, list(args)))
@@ -70,6 +71,13 @@ class ExpressionCommand(JsonCommand):
                 names = param.opts + param.secondary_opts
                 (flags if param.is_flag or param.count else takes_value).update(names)
         out, expressions, i = [], [], 0
+        help_names = set(ctx.help_option_names)
+        if args and args[0] in help_names and "-" + args[0].lstrip("-") == args[0] and any(
+                a == "--at" or a.startswith("--at=") for a in args[1:]):
+            # `grad -h --at h=2`: an expression -h with its point, not a request for help (which is
+            # `grad -h` alone, or -h after the expression)
+            expressions.append(args[0])
+            i = 1
         while i < len(args):
             token = args[i]
             if token == "--" and i + 1 < len(args):
