@@ -20,23 +20,12 @@ from rich.console import Console
 
 from gradcli.checks.result import CheckResult, MethodSummary, Mismatch
 from gradcli.cli import main
-from cli_helpers import PLAIN_ENV, RUNNER
+from cli_helpers import RUNNER, check
 
 
 CHECK_KEYS = {"name", "file", "line", "kind", "status", "methods", "mismatches", "message"}
 MISMATCH_KEYS = {"input", "index", "expected", "got", "abs_error", "rel_error"}
 SUMMARY_KEYS = {"passed", "failed", "errors", "skipped"}
-
-
-def check(*args, cwd=None):
-    """``gradcli check ARGS`` in process; an exception escaping the CLI fails the test."""
-    old = os.getcwd()
-    if cwd is not None:
-        os.chdir(cwd)
-    try:
-        return RUNNER.invoke(main, ["check", *map(str, args)], env=PLAIN_ENV, catch_exceptions=False)
-    finally:
-        os.chdir(old)
 
 
 def json_doc(result) -> dict:

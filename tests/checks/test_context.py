@@ -17,7 +17,7 @@ from gradcli.checks.context import CheckContext, Outcome, Verdict
 from gradcli.checks.fast import compare_fast
 from gradcli.checks.registry import build_spec
 from gradcli.checks.result import CheckResult
-from gradcli.checks.runner import apply, build_context, run_check
+from gradcli.checks.runner import apply, build_context
 from gradcli.cli import main
 from cli_helpers import PLAIN_ENV, RUNNER
 

@@ -23,8 +23,7 @@ import pytest
 
 from gradcli.checks import isolated
 from gradcli.checks.worker import GRACE_S
-from gradcli.cli import main
-from cli_helpers import PLAIN_ENV, RUNNER
+from cli_helpers import check, model, placed
 
 pytestmark = pytest.mark.skipif(not isolated.AVAILABLE, reason="model processes need os.fork (POSIX)")
 
@@ -66,27 +65,11 @@ def other(x):
 '''
 
 
-def check(*args, cwd=None):
-    """``gradcli check ARGS`` through click in this process (the model processes are real forks)."""
-    old = os.getcwd()
-    if cwd is not None:
-        os.chdir(cwd)
-    try:
-        return RUNNER.invoke(main, ["check", *map(str, args)], env=PLAIN_ENV, catch_exceptions=False)
-    finally:
-        os.chdir(old)
-
-
 def gradcli_process(*args, cwd, env=None, timeout=120):
     """``python -m gradcli check ARGS`` as its own process, stdout and stderr apart (real file descriptors)."""
     return subprocess.run([sys.executable, "-m", "gradcli", "check", *map(str, args)], cwd=cwd,
                           env={**os.environ, "NO_COLOR": "1", **(env or {})}, capture_output=True,
                           text=True, timeout=timeout)
-
-
-def model(path, *parts):
-    path.write_text(textwrap.dedent("\n".join(parts)))
-    return path
 
 
 def line_of(path, text) -> int:
@@ -149,40 +132,12 @@ ENDINGS = {
     "os.kill(os.getpid(), signal.SIGKILL)": "the model process was killed by signal 9 (SIGKILL) during this check",
     "ctypes.string_at(0)": "the model process was killed by signal 11 (SIGSEGV) during this check",
 }
-WHERE = {
-    "function": '''
-        @gradcli.check(x=np.array([1.0, 2.0]))
-        def quits(x):
-            {stmt}
-            return np.sum(x ** 2)
-        ''',
-    "gradient": '''
-        @gradcli.check(x=np.array([1.0, 2.0]))
-        def quits(x):
-            return np.sum(x ** 2)
-
-        @quits.grad
-        def quits_grad(x):
-            {stmt}
-            return 2 * x
-        ''',
-    "vjp": '''
-        @gradcli.check(x=np.array([1.0, 2.0]))
-        def quits(x):
-            return np.tanh(x)
-
-        @quits.vjp
-        def quits_vjp(g, x):
-            {stmt}
-            return g * (1 - np.tanh(x) ** 2)
-        ''',
-}
 
 
-@pytest.mark.parametrize("where", list(WHERE))
+@pytest.mark.parametrize("where", ['function', 'gradient', 'vjp'])
 @pytest.mark.parametrize("stmt", list(ENDINGS))
 def test_a_model_process_that_ends_costs_only_that_check_and_the_rest_of_its_file(tmp_path, where, stmt):
-    m = model(tmp_path / "m.py", GOOD, textwrap.dedent(WHERE[where]).replace("{stmt}", stmt), AFTER)
+    m = model(tmp_path / "m.py", GOOD, placed(where, stmt), AFTER)
     other = model(tmp_path / "other.py", OTHER)
     out = tmp_path / "r.xml"
     out.write_text("stale report from an earlier run")
@@ -534,7 +489,7 @@ def test_a_model_process_does_not_outlive_a_gradcli_killed_outright(tmp_path):
 def test_where_waitid_is_missing_as_on_macos_a_killed_model_process_is_still_told(tmp_path, monkeypatch):
     monkeypatch.delattr(os, "waitid")
     stmt = "os.kill(os.getpid(), signal.SIGKILL)"
-    model(tmp_path / "m.py", GOOD, textwrap.dedent(WHERE["function"]).replace("{stmt}", stmt), AFTER)
+    model(tmp_path / "m.py", GOOD, placed("function", stmt), AFTER)
     r = check("m.py", "--json", cwd=tmp_path)
     checks = by_name(r)
     assert [c["status"] for c in checks.values()] == ["pass", "error", "error"]

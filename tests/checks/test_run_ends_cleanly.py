@@ -10,14 +10,12 @@ import signal
 import stat
 import subprocess
 import sys
-import textwrap
 import time
 import xml.etree.ElementTree as ET
 
 import pytest
 
-from gradcli.cli import main
-from cli_helpers import PLAIN_ENV, RUNNER
+from cli_helpers import PLACES, check, model, placed
 
 GOOD = '''
 import numpy as np
@@ -41,15 +39,6 @@ def square(x):
 def square_grad(x):
     return 2.2 * x
 '''
-
-
-def check(*args):
-    return RUNNER.invoke(main, ["check", *map(str, args)], env=PLAIN_ENV, catch_exceptions=False)
-
-
-def model(path, *parts):
-    path.write_text(textwrap.dedent("\n".join(parts)))
-    return path
 
 
 def junit_cases(xml_path) -> dict:
@@ -125,57 +114,15 @@ def test_junit_file_gets_the_users_umask(tmp_path):
 
 # --- a model cannot end the run --------------------------------------------------------------------------
 
-EXITS = {
-    "function": '''
-        @gradcli.check(x=np.array([1.0, 2.0]))
-        def quits(x):
-            {stmt}
-            return np.sum(x ** 2)
-        ''',
-    "gradient": '''
-        @gradcli.check(x=np.array([1.0, 2.0]))
-        def quits(x):
-            return np.sum(x ** 2)
-
-        @quits.grad
-        def quits_grad(x):
-            {stmt}
-            return 2 * x
-        ''',
-    "vjp": '''
-        @gradcli.check(x=np.array([1.0, 2.0]))
-        def quits(x):
-            return np.tanh(x)
-
-        @quits.vjp
-        def quits_vjp(g, x):
-            {stmt}
-            return g * (1 - np.tanh(x) ** 2)
-        ''',
-    "hvp": '''
-        @gradcli.check(x=np.array([1.0, 2.0]))
-        def quits(x):
-            return np.sum(x ** 3)
-
-        @quits.grad
-        def quits_grad(x):
-            return 3 * x ** 2
-
-        @quits.hvp
-        def quits_hvp(v, x):
-            {stmt}
-            return 6 * x * v
-        ''',
-}
 RAISES = {"sys.exit(0)": "SystemExit", "raise KeyboardInterrupt": "KeyboardInterrupt",
           "raise GeneratorExit": "GeneratorExit", "raise Custom('boom')": "Custom: boom"}
 PRELUDE = "import sys\n\nclass Custom(BaseException):\n    pass\n"
 
 
-@pytest.mark.parametrize("where", list(EXITS))
+@pytest.mark.parametrize("where", list(PLACES))
 @pytest.mark.parametrize("stmt", list(RAISES))
 def test_a_base_exception_in_user_code_is_that_checks_error(tmp_path, where, stmt):
-    body = textwrap.dedent(EXITS[where]).replace("{stmt}", stmt)
+    body = placed(where, stmt)
     m = model(tmp_path / "m.py", GOOD, WRONG, PRELUDE, body)
     out = tmp_path / "r.xml"
     out.write_text("stale report from an earlier run")
