@@ -208,14 +208,14 @@ def complex_step(xp, x, rows, rel, tiny, eps):
     Fv = rows(1j * xp.stack(steps))
     Im = [xp.imag(Fv[:, k]) for k in range(len(steps))]
     Js = [im / step for im, step in zip(Im, steps)]
-    says = [(xp.abs(im) >= tiny / eps) & xp.isfinite(im) for im in Im]
-    says[1] = says[1] & ((x == 0) | (rel <= 1e-8 * ax))[None]
+    admitted = (True, ((x == 0) | (rel <= 1e-8 * ax))[None], True)
+    says = [(xp.abs(im) >= tiny / eps) & xp.isfinite(im) & ok for im, ok in zip(Im, admitted)]
     J = xp.where(says[0], Js[0], xp.where(says[1], Js[1], xp.where(says[2], Js[2], xp.nan)))
     # every admitted step is heard against the estimate, unless the estimate says its Im part would
     # have underflowed: a 0 where f'*h should have been 1e-3 is evidence, a 0 where it is 1e-320 is not
     spread = xp.zeros_like(J)
-    for k, (Jk, step) in enumerate(zip(Js, steps)):
-        heard = xp.isfinite(J) & (xp.abs(J) * step >= tiny / eps) & (says[1] if k == 1 else True)
+    for Jk, step, ok in zip(Js, steps, admitted):
+        heard = xp.isfinite(J) & (xp.abs(J) * step >= tiny / eps) & ok
         spread = xp.maximum(spread, xp.where(heard, xp.abs(Jk - J), 0.0))
     # every step exactly 0: the derivative is 0 to every step's resolution (f' = 0, or none moves f)
     zero = (Im[0] == 0) & (Im[1] == 0) & (Im[2] == 0)
