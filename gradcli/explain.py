@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gradcli.verdict.diagnose import diagnose
-from gradcli.core.graph import Graph
+from gradcli.core.graph import INFIX, Graph
 from gradcli.methods import forward, numeric, reverse, symbolic
 from gradcli.methods.forward import Dual, split
 from gradcli.render.json import plain
@@ -35,8 +35,6 @@ MAX_TEXT = 400  # characters of one symbolic derivative, when capped
 MAX_ENTRIES = 6  # finite-difference entries (output, variable) explained, when capped
 MAX_SWEEPS = 3  # outputs whose reverse sweep is shown, when capped
 RIDDERS_EXTRA_COLUMNS = 1  # columns of the tableau shown beyond the chosen one
-
-_INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**"}
 
 
 @dataclass
@@ -183,8 +181,8 @@ def node_text(graph: Graph, i: int) -> str:
     if n.op == "const":
         return n.attr.text
     args = [label(a) for a in n.args]
-    if n.op in _INFIX:
-        return f"{args[0]} {_INFIX[n.op]} {args[1]}"
+    if n.op in INFIX:
+        return f"{args[0]} {INFIX[n.op]} {args[1]}"
     if n.op == "neg":
         return f"-{args[0]}"
     return f"{n.op}({', '.join(args)})"

@@ -3,6 +3,7 @@ import math
 
 import numpy as np
 import pytest
+import sympy
 from hypothesis import HealthCheck, assume, given, settings
 
 import gradcli
@@ -106,14 +107,22 @@ def test_cancellation_does_not_fail_correct_ad():
         assert r.status == "agree", (x, r.message)
 
 
-@pytest.mark.parametrize("expr,point", [("tan(y**y)", {"y": 59.0}), ("x*sin(pi)", {"x": 2.0})])
-def test_what_float64_cannot_resolve_is_undefined_not_a_disagreement(expr, point):
-    # y**y is only known to an ulp (1e88) in float64, and tan of it to nothing; sin(pi) is 1.2e-16
-    # in float64 but 0 exactly
-    r = gradcli.grad(expr, **point)
-    assert r.status == "undefined" and r.exit_code == 3
-    assert "cannot be computed in float64" in r.message
-    assert all(v is None for v in r.to_dict()["methods"]["forward"]["gradient"].values())
+def test_what_the_program_cannot_resolve_is_ill_conditioned_with_the_exact_value_shown():
+    # y**y is only known to an ulp (1e88) in float64, and tan of it to nothing: the derivative exists
+    r = gradcli.grad("tan(y**y)", y=59.0)
+    assert r.status == "ill_conditioned" and r.exit_code == 3
+    assert "rounding of y**y" in r.message and "exact for the program as written" in r.message
+    doc = r.to_dict()
+    exact = float(sympy.diff(sympy.tan(sympy.Symbol("y") ** sympy.Symbol("y")), "y").subs("y", 59).evalf(30))
+    assert doc["methods"]["symbolic"]["gradient"]["y"] == pytest.approx(exact, rel=1e-12)
+    assert doc["methods"]["forward"]["gradient"]["y"] is not None  # what AD of the program gives, shown
+
+
+def test_an_inexact_constant_is_no_loss_of_digits():
+    # sin(pi) is 1.2e-16 in float64 and 0 exactly: one ulp of pi moves d/dx by as much, so d/dx is 0 to
+    # the precision of the program's own constants, and every method finds it so
+    r = gradcli.grad("x*sin(pi)", x=2.0)
+    assert r.status == "agree" and r.exit_code == 0, r.message
 
 
 def test_sympy_unavailable_falls_back_to_consensus():
@@ -247,9 +256,10 @@ def test_log1p_and_softplus_references_at_extreme_points(expr, point, digits):
 
 
 @pytest.mark.parametrize("expr,point", [("1e150*sqrt(x)", {"x": 1e-320}), ("1e300*log(x)", {"x": 1e-10})])
-def test_a_derivative_beyond_float64_is_undefined(expr, point):
+def test_a_derivative_beyond_float64_is_ill_conditioned_not_undefined(expr, point):
+    # the derivative exists (it is finite), float64 cannot hold it
     r = gradcli.grad(expr, **point)
-    assert r.status == "undefined" and r.exit_code == 3 and "beyond float64" in r.message
+    assert r.status == "ill_conditioned" and r.exit_code == 3 and "beyond float64" in r.message
 
 
 @pytest.mark.parametrize("expr,point", [

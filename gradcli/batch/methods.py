@@ -159,11 +159,15 @@ def richardson(graph: Graph, inputs: dict, xp, dtype, central_result, n: int | N
     eps = np.finfo(dtype).eps
     Jc, Ec, steps = central_result
     x = _points(graph, inputs, xp, dtype, N)
+    scale = rounding_scale(graph, {v: x[k] for k, v in enumerate(graph.variables)}, xp, N)
     parts = []
+    ulp = float(eps / np.finfo(np.float64).eps)  # as central differences' probes
     for k in range(nv):  # one variable at a time, as central differences
-        rows = lambda deltas, k=k: _perturbed(graph, inputs, k, deltas[:, 0], xp, dtype, N)[:, :, None]
+        def rows(deltas, signs=None, k=k):
+            jig = None if signs is None else (lambda i: (ulp * signs(i))[:, None])
+            return _perturbed(graph, inputs, k, deltas[:, 0], xp, dtype, N, jiggle=jig)[:, :, None]
         parts.append(differences.richardson(xp, x[k:k + 1], rows, Jc[:, k:k + 1], Ec[:, k:k + 1],
-                                            steps[k:k + 1], eps)[:2])
+                                            steps[k:k + 1], eps, noise_scale=scale, probe=rows)[:2])
     return xp.concatenate([p[0] for p in parts], axis=1), xp.concatenate([p[1] for p in parts], axis=1)
 
 
@@ -177,7 +181,11 @@ def complex_step(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
     rel, tiny = COMPLEX_STEP[np.dtype(dtype)]
     ctype = np.result_type(dtype, np.complex64)
     rows = _rows(graph, inputs, xp, dtype, N)
+    ulp = float(np.finfo(dtype).eps / np.finfo(np.float64).eps)  # as central differences' probes
+
+    def probe(deltas, signs):
+        return _rows(graph, inputs, xp, dtype, N, jiggle=lambda i: (ulp * signs(i))[:, None])(deltas.astype(ctype))
     J, err, _ = differences.complex_step(xp, _points(graph, inputs, xp, dtype, N),
                                          lambda deltas: rows(deltas.astype(ctype)), dtype(rel), dtype(tiny),
-                                         np.finfo(dtype).eps)
+                                         np.finfo(dtype).eps, probe=probe)
     return J.astype(dtype), err.astype(dtype)

@@ -39,6 +39,14 @@ SUBNORMAL = 16 * np.finfo(np.float64).tiny
 #: An entry that one extra ulp of rounding per operation moves by more than this fraction cannot be
 #: computed in float64 at all (tan of 59**59, whose argument is only known to 1e88).
 ILL_CONDITIONED = 1e-3
+#: ... unless rounding moves it no more than this many times one ulp of the point's inputs and constants
+#: does: then the derivative is as well determined as the point itself (a gradient of 0 at a minimum).
+PROGRAM_LOSS = 1e3
+#: Digits of float64 (about 15.95): what "the program loses N of its digits" counts against.
+FLOAT64_DIGITS = 16
+#: A derivative that the program as written computes with at least this many digits fewer than float64
+#: holds gets a note saying so, even where the comparison still has enough of them.
+NOTE_LOST_DIGITS = 4
 #: The numerical methods see f to about this share of its size: a derivative below it is only known that well.
 FLOOR_SHARE = 1e-8
 #: A numerical estimate whose own error is above this share of the derivative has no digits to compare.

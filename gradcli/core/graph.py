@@ -136,13 +136,15 @@ class Graph:
             self._active = tuple(self.depends_on())
         return self._active
 
-    def depends_on(self, names=None) -> list[bool]:
-        """depends[i]: node i depends on at least one of the variables ``names`` (None: any variable)."""
+    def depends_on(self, names=None, nodes=None) -> list[bool]:
+        """depends[i]: node i depends on at least one of the variables ``names`` (None: any variable), or
+        with ``nodes``, is or depends on one of those nodes instead."""
         names = None if names is None else set(names)
+        roots = None if nodes is None else set(nodes)
         depends: list[bool] = []
-        for n in self.nodes:
-            depends.append(n.op == "var" and (names is None or n.attr in names)
-                           or any(depends[a] for a in n.args))
+        for i, n in enumerate(self.nodes):
+            seed = i in roots if roots is not None else n.op == "var" and (names is None or n.attr in names)
+            depends.append(seed or any(depends[a] for a in n.args))
         return depends
 
     @property
@@ -337,7 +339,12 @@ def evaluate(graph: Graph, inputs: dict, xp=np, dtype=None, jiggle=None) -> list
     evaluation shows how much rounding the result carries.
     """
     const = None if dtype is None else (lambda i, c: xp.asarray(c.value, dtype=dtype))
-    perturb = None if jiggle is None else (lambda i, v: v * (1 + _EPS * jiggle(i)))
+    perturb = None
+    if jiggle is not None:
+        perturb = lambda i, v: v * (1 + _EPS * jiggle(i))
+        # an inexact constant (0.1, pi) carries its representation error as an operation does its rounding
+        plain = const or _float64_const
+        const = lambda i, c: plain(i, c) if c.exact() == c.value else plain(i, c) * (1 + _EPS * jiggle(i))
     return walk(graph, NumericOps(xp), inputs, const=const, perturb=perturb)
 
 
@@ -348,3 +355,35 @@ def node_values(graph: Graph, inputs: dict, xp=np, ops=None) -> list:
     """The value of every node (kept, not freed): for diagnostics and explanations, or, with other
     ``ops`` (tape variables, dual numbers), to record a tape over the whole graph."""
     return walk(graph, ops or NumericOps(xp), inputs, keep=True)
+
+
+#: The infix operators of the expression language, by primitive: how a node is written back as text.
+INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**"}
+_PRECEDENCE = {"add": 1, "sub": 1, "mul": 2, "div": 2, "neg": 3, "pow": 4}
+_ATOM = 5
+
+
+class _TextOps:
+    """Primitives on (text, precedence) pairs: a node written back in the expression language, with the
+    parentheses its precedence needs (``walk`` with these ops is :func:`text_of`)."""
+
+    def apply(self, name, *args):
+        prec = _PRECEDENCE.get(name, _ATOM)
+        if name in INFIX:
+            (a, pa), (b, pb) = args
+            right_assoc = name == "pow"
+            a = a if pa > prec or (pa == prec and not right_assoc) else f"({a})"
+            b = b if pb > prec or (pb == prec and right_assoc) else f"({b})"
+            return f"{a} {INFIX[name]} {b}" if prec < 4 else f"{a}**{b}", prec
+        if name == "neg":
+            (a, pa), = args
+            return f"-{a}" if pa > prec else f"-({a})", prec
+        return f"{name}({', '.join(a for a, _ in args)})", _ATOM
+
+
+def text_of(graph: Graph, i: int, limit: int = 60) -> str:
+    """Node ``i`` of ``graph`` as an expression (``1 - cos(x)``), cut to ``limit`` characters."""
+    sub = graph.upstream([i])
+    text, _ = walk(sub, _TextOps(), lambda name: (name, _ATOM),
+                   const=lambda j, c: (c.text, _ATOM if not c.text.startswith("-") else 3))[0]
+    return text if len(text) <= limit else text[:limit - 1] + "…"

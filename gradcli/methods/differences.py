@@ -86,6 +86,16 @@ def rounding_scale(graph: Graph, inputs: dict, xp=np, n: int | None = None):
     return out
 
 
+def probe_patterns(side):
+    """The two patterns of one more ulp per operation that the rounding probes use, as functions of the
+    node: ``side`` gives each stencil row's sign (+1 for x + h, -1 for x - h). In the first the two ends
+    of a stencil are rounded the opposite way (f's own rounding, alike at both ends, then counts
+    twice); in the second the same way, which is what shows rounding that changes sign with the slope
+    between the ends (at a minimum: Himmelblau's residuals cancel to 0 at the point)."""
+    same = abs(side)
+    return (lambda i: side * (-1.0) ** i, lambda i: same * (-1.0) ** (i // 2))
+
+
 @quiet
 def central_candidates(xp, x, rows, eps, probe=False, straddle=None, noise_scale=None, bounded=False):
     """Central differences at steps h, 2h, 4h for every candidate scale, with error estimates.
@@ -111,8 +121,7 @@ def central_candidates(xp, x, rows, eps, probe=False, straddle=None, noise_scale
     inner = (offsets[None, :2, None, None] * hs[:, None]).reshape(K * 2, n, P)
     side = xp.tile(xp.sign(offsets[:2]), K)
     jiggle = xp.zeros_like(D1)
-    patterns = (lambda i: side * (-1.0) ** i, lambda i: side * (-1.0) ** (i // 2))
-    for pattern in patterns if probe else ():
+    for pattern in probe_patterns(side) if probe else ():
         Fj = rows(inner, pattern)
         Fj = Fj.reshape(Fj.shape[0], K, 2, n, P).transpose(1, 2, 0, 3, 4)
         jiggle = xp.fmax(jiggle, 4 * xp.abs((Fj[:, 0] - Fj[:, 1]) / (2 * h) - D1))
@@ -168,18 +177,41 @@ def best_central(xp, D1, est, hs):
 
 
 @quiet
-def richardson(xp, x, rows, central_J, central_err, central_steps, eps, trace=None):
+def richardson(xp, x, rows, central_J, central_err, central_steps, eps, trace=None, noise_scale=None,
+               probe=None):
     """Ridders' extrapolation of central differences over steps h0, h0/2, h0/4, ..., h0 a few thousand
     times central's chosen step (where they found f's length scale): each column of the tableau cancels
-    one more power of h**2. ``rows(deltas)`` as for :func:`central_candidates`; ``central_*`` their result.
-    -> (J, err, steps (rows, n, P), h0 (n, P))."""
+    one more power of h**2. ``rows(deltas)`` as for :func:`central_candidates`; ``central_*`` their result;
+    ``noise_scale`` (n_out, P) the size f's rounding is relative to (:func:`rounding_scale`), where that
+    is more than |f|; ``probe(deltas, signs)`` the rows rounded one more ulp per operation, as for
+    :func:`central_candidates`' probes. -> (J, err, steps (rows, n, P), h0 (n, P))."""
     h0 = RIDDERS_H0 * central_steps / eps ** (1 / 3)
     hs = [representable(x, h0 / RIDDERS_CON ** k) for k in range(RIDDERS_ROWS)]
     Fv = rows(xp.stack([sign * hk for hk in hs for sign in (1.0, -1.0)]))
     D = [(Fv[:, 2 * k] - Fv[:, 2 * k + 1]) / (2 * hs[k]) for k in range(RIDDERS_ROWS)]
+    trace = {} if trace is None else trace
     best, err = ridders(lambda i: D[i], RIDDERS_ROWS, D[0].shape, xp=xp, dtype=x.dtype, trace=trace)
     f0 = xp.abs(rows(xp.zeros((1,) + x.shape, dtype=x.dtype))[:, 0, :1])
-    err = err + 8 * eps * (xp.abs(best) + f0 / h0)  # the extrapolated value still carries f's rounding
+    if noise_scale is not None:  # outputs that cancel carry rounding relative to their terms, not to |f|
+        f0 = xp.fmax(f0, xp.asarray(noise_scale, dtype=x.dtype)[:, None])
+    # the extrapolated value still carries f's rounding: that of the differences at the smallest step
+    # the chosen entry used (each of the two evaluations off by eps/2 of f's scale), which the tableau's
+    # columns amplify by up to 2.1; four times that, as the scale is a first-order bound
+    row = xp.asarray(np.maximum(np.asarray(trace["chosen_row"]), 0), dtype=x.dtype)
+    used = h0[None] / RIDDERS_CON ** row
+    err = err + 8 * eps * xp.abs(best) + 4 * eps * f0 / used
+    if probe is not None:
+        # the rounding the scale cannot see (a stationary point, where f's first-order rounding is 0 at x
+        # but not at x +- h; inexact constants), probed at the smallest step any output used
+        h = representable(x, used.min(axis=0))
+        ends = xp.stack([h, -h])
+        F = rows(ends)
+        D0 = (F[:, 0] - F[:, 1]) / (2 * h)
+        jiggle = xp.zeros_like(err)
+        for pattern in probe_patterns(xp.asarray([1.0, -1.0], dtype=x.dtype)):
+            Fp = probe(ends, pattern)
+            jiggle = xp.fmax(jiggle, 4 * xp.abs((Fp[:, 0] - Fp[:, 1]) / (2 * h) - D0))
+        err = err + 2.1 * jiggle  # the columns' amplification, as above
     # cross-check with plain central differences: a gap beyond central's own error bound means the
     # tableau agreed by luck, and the estimate must say so
     # (where central differences have no estimate of their own, their whole gap counts)
@@ -190,10 +222,13 @@ def richardson(xp, x, rows, central_J, central_err, central_steps, eps, trace=No
 
 
 @quiet
-def complex_step(xp, x, rows, rel, tiny, eps):
-    """f'(x) = Im f(x + ih) / h: no subtraction, so no cancellation, exact to rounding for any small h;
-    valid only where every primitive on the path is holomorphic (the caller checks). ``rows(deltas)``
-    takes complex deltas; ``rel`` is the step relative to |x| and ``tiny`` the smallest step.
+def complex_step(xp, x, rows, rel, tiny, eps, probe=None):
+    """f'(x) = Im f(x + ih) / h: no subtraction in the step, exact to rounding for any small h; valid
+    only where every primitive on the path is holomorphic (the caller checks). ``rows(deltas)`` takes
+    complex deltas; ``rel`` is the step relative to |x| and ``tiny`` the smallest step. ``probe(deltas,
+    signs)`` evaluates the rows with every operation rounded one more ulp (``signs(i)``: +-1 per row for
+    node i), as central differences' probes do: the program's own cancellations reach Im f through its
+    real parts ((1 - cos(x))/x**2 at 1e-3 loses 4 digits so), and no comparison of steps can see that.
     -> (J, err, h): J is nan where no step of this kind is valid."""
     # three steps: relative to |x| (right for log(x) at tiny x), absolute (keeps f'*h from underflowing
     # at small x, and at large x sees structure on the scale of 1: tan(x) at 1e100 has a period of pi,
@@ -220,6 +255,10 @@ def complex_step(xp, x, rows, rel, tiny, eps):
     # every step exactly 0: the derivative is 0 to every step's resolution (f' = 0, or none moves f)
     zero = (Im[0] == 0) & (Im[1] == 0) & (Im[2] == 0)
     J = xp.where(zero, 0.0, J)
+    if probe is not None:  # twice the largest change under two patterns of one more ulp per operation
+        for pattern in probe_patterns(xp.ones(1, dtype=x.dtype)):
+            Jp = xp.imag(probe(1j * steps[0][None], pattern)[:, 0]) / steps[0]
+            spread = xp.fmax(spread, xp.where(says[0], 2 * xp.abs(Jp - Js[0]), 0.0))
     # below |x| = 1e-280 the relative step would underflow and the floor of 1e-300 is no longer small
     # against x (sqrt(x) at 1e-305): no step of this kind is valid there
     J = xp.where(((x == 0) | (rel * ax >= tiny))[None], J, xp.nan)

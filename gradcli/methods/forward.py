@@ -179,3 +179,49 @@ def monte_carlo_spread(run, base, nodes: int, trials: int = 3, seed: int = 0, xp
             signs = np.array([rng.choice((-1.0, 1.0)) for _ in range(2 * nodes)]).reshape(nodes, 2)
             spread = xp.fmax(spread, xp.abs(run(signs) - base))
     return spread
+
+
+def input_spread(run, graph: Graph, point: dict, trials: int = 3, seed: int = 1):
+    """How far one ulp in every variable and every inexact constant moves ``run(point, signs)`` (a
+    Jacobian or a Hessian, with ``signs`` as for :func:`monte_carlo_spread`): how well the derivative is
+    determined at a point that is itself a float, which no way of computing it can beat. Rosenbrock's
+    gradient at its minimum moves by 1.3e-13 per ulp of x, and sin(pi)*x's by 1.2e-16 (pi is inexact):
+    a rounding spread of that size is the problem's, not a loss of the program's.
+    -> (spread, smooth): ``smooth`` where it moves linearly with the coordinates, tested at 2**16 and 2**17
+    ulps, far enough that the result's own rounding does not hide the line (at tan(59**59) one ulp already
+    moves it by chance, and there the spread measures nothing)."""
+    eps = np.finfo(np.float64).eps
+    leaves = np.array([[float(n.op in ("var", "const"))] for n in graph.nodes]).reshape(len(graph.nodes), 1)
+    base = run(point, None)
+
+    def moved(signs, ulps):
+        s = signs * leaves * ulps
+        return run({v: np.float64(point[v]) * (1 + eps * s[graph.var_node(v), 0]) for v in graph.variables}, s)
+
+    def both(signs):  # |both - base|: how far one ulp moves it, K ulps, and how far 2K miss twice that
+        far = moved(signs, 2.0 ** 16)
+        return np.stack([moved(signs, 1.0), far, moved(signs, 2.0 ** 17) - 2 * far + 2 * base])
+    spread, far, bend = monte_carlo_spread(both, np.stack([base] * 3), len(graph.nodes), trials, seed)
+    return spread, bend <= far / 10
+
+
+def rounding_culprits(run, graph: Graph, point: dict, limit: int = 400):
+    """Per entry of ``run(point, signs)``, the operation whose one extra ulp of rounding moves it most:
+    where the program as written loses its digits -> array of node indices of the result's shape (-1
+    where no operation moves it), or None beyond ``limit`` nodes (one run per operation)."""
+    nodes = len(graph.nodes)
+    if nodes > limit:
+        return None
+    base = run(point, None)
+    worst, who = np.zeros_like(base), np.full(base.shape, -1)
+    signs = np.zeros((nodes, 2))
+    with np.errstate(invalid="ignore"):
+        for i, node in enumerate(graph.nodes):
+            if node.op == "var" or (node.op == "const" and node.attr.exact() == node.attr.value):
+                continue
+            signs[i] = 1.0
+            moved = np.nan_to_num(np.abs(run(point, signs) - base))
+            signs[i] = 0.0
+            who = np.where(moved > worst, i, who)
+            worst = np.fmax(worst, moved)
+    return who

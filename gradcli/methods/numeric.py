@@ -75,6 +75,11 @@ def _rows(graph, x):
     return lambda deltas: _stencil(graph, x, deltas[..., 0])[..., None]
 
 
+def _probe(graph, x):
+    """Stencil rows at one point rounded one more ulp per operation: (deltas (M, n, 1), signs) -> outputs."""
+    return lambda deltas, signs: _stencil(graph, x, deltas[..., 0], jiggle=signs)[..., None]
+
+
 def _candidates(graph, x, stencil=None, noise_scale=None):
     """The candidates of :func:`gradcli.methods.differences.central_candidates` at one point (P = 1):
     on the graph with rounding probes and the kink test (skipped for large graphs, where it would cost
@@ -139,9 +144,11 @@ def richardson(graph: Graph, point: dict) -> NumericResult:
     x = _x_vector(graph, point)
     c = central(graph, point)
     trace: dict = {}
+    noise_scale = rounding_scale(graph, {v: x[j] for j, v in enumerate(graph.variables)})
     best, err, hs, h0 = differences.richardson(np, x[:, None], _rows(graph, x), c.jacobian[..., None],
                                                c.error[..., None], c.steps[:, None],
-                                               np.finfo(np.float64).eps, trace=trace)
+                                               np.finfo(np.float64).eps, trace=trace, noise_scale=noise_scale,
+                                               probe=_probe(graph, x))
     best, err, hs, h0 = best[..., 0], err[..., 0], hs[..., 0], h0[..., 0]
     trace["tableau"] = [[col[..., 0] for col in row] for row in trace["tableau"]]
     for key in ("chosen_row", "chosen_column", "stopped_row"):
@@ -174,7 +181,7 @@ def complex_step(graph: Graph, point: dict) -> NumericResult:
                                      "(not holomorphic)")
     x = _x_vector(graph, point)
     J, err, h = differences.complex_step(np, x[:, None], _rows(graph, x), COMPLEX_H, 1e-300,
-                                         np.finfo(np.float64).eps)
+                                         np.finfo(np.float64).eps, probe=_probe(graph, x))
     J, err, h = J[..., 0], err[..., 0], h[..., 0]
     res = NumericResult(J, err, h, detail={"step": h.tolist()})
     if not np.all(np.isfinite(J)):

@@ -12,8 +12,8 @@ from gradcli.verdict.report import GradReport
 STATUS_STYLE = {"ok": "green", "mismatch": "bold red", "undefined": "yellow", "unavailable": "dim",
                 "error": "bold red"}
 VERDICT_STYLE = {"agree": "bold green", "disagree": "bold red", "undefined": "bold yellow",
-                 "nondifferentiable": "bold yellow"}
-VERDICT_MARK = {"agree": "✓", "disagree": "✗", "undefined": "!", "nondifferentiable": "!"}
+                 "nondifferentiable": "bold yellow", "ill_conditioned": "bold yellow"}
+VERDICT_MARK = {"agree": "✓", "disagree": "✗", "undefined": "!", "nondifferentiable": "!", "ill_conditioned": "!"}
 MAX_SYMBOLIC_CHARS = 400
 
 

@@ -13,12 +13,13 @@ import time
 
 import numpy as np
 
-from gradcli.verdict.point import fallback_reference, ill_conditioned, judge_all, parse_methods
+from gradcli.verdict.conditioning import classify
+from gradcli.verdict.point import fallback_reference, judge_all, parse_methods
 from gradcli.verdict.diagnose import diagnose_hessian
 from gradcli.core.errors import BadInput
 from gradcli.core.graph import Graph
 from gradcli.methods import hessian as hm
-from gradcli.methods import reverse, symbolic
+from gradcli.methods import forward, reverse, symbolic
 from gradcli.verdict.report import HESSIAN_ORDER, Directional, HessianReport, MethodResult, relative_error
 from gradcli.verdict import tolerance as vt
 from gradcli.core.constants import FLOOR_SHARE, HESSIAN_NUMERICAL, HESSIAN_TOLERANCES
@@ -123,16 +124,22 @@ def _compare(graph, point, expression, selected, rtol, atol, timeout, warnings) 
             ref_grad = np.asarray(reverse.jacobian(graph, point)[1][0], dtype=float)
         except Exception:
             ref_grad = None
+    run = lambda p, signs: hm.forward_over_forward(graph, p, signs)
     try:
         spread = hm.rounding_spread(graph, point)
+        floor_spread = forward.input_spread(run, graph, point)
+        ad = run(point, None)
     except Exception:  # the nested duals themselves failed: the AD methods' own results say so
         spread = np.zeros((n, n))
+        floor_spread = None
+        ad = np.full((n, n), np.nan)
     try:
         scale = np.nan_to_num(hm.magnitudes(graph, point), nan=0.0)
     except Exception:
         scale = np.zeros((n, n))
     label = lambda i, k: f"d²f/d{graph.variables[i]}d{graph.variables[k]}"
-    ill_conditioned(ref, scale, spread, diags, bad, label)
+    ill = classify(graph, point, ref, scale, spread, floor_spread, ad,
+                   lambda: forward.rounding_culprits(run, graph, point), diags, bad, label)
     if "symbolic" in selected:
         results["symbolic"] = MethodResult("symbolic", ref.copy() if sym.status != "unavailable" else None,
                                            "ok" if sym.status == "ok" else sym.status, sym.message,
@@ -144,7 +151,7 @@ def _compare(graph, point, expression, selected, rtol, atol, timeout, warnings) 
     g = np.abs(np.nan_to_num(ref_grad)) if ref_grad is not None else np.zeros(n)
     floor = vt.floor(FLOOR_SHARE, g, xs)  # the differences see the gradient to ~1e-8 of its size
     judge_all(results, reference, ref, ref_exact, bad, scale, spread, rtol, atol, floor, HESSIAN_TOLERANCES,
-              HESSIAN_NUMERICAL, label=label, ref_estimate=ref_estimate)
+              HESSIAN_NUMERICAL, label=label, ref_estimate=ref_estimate, ill=ill)
 
     ordered = {k: results[k] for k in HESSIAN_ORDER if k in results}
     report = HessianReport(expression, list(graph.variables), point, value,

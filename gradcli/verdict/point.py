@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gradcli.verdict.conditioning import classify
 from gradcli.verdict.diagnose import diagnose
 from gradcli.core import options as option_values
 from gradcli.core.errors import BadInput, brief, real_number
@@ -172,12 +173,18 @@ def _compare(graph, point, expression, methods, rtol, atol, timeout, warnings) -
         ref, reference, ref_estimate = _fallback_reference(graph, point, results)
 
     scale = magnitudes(graph, point)
+    run = lambda p, signs: forward.jacobian(graph, p, signs)[1]
     try:
         spread = forward.rounding_spread(graph, point)
+        floor_spread = forward.input_spread(run, graph, point)
+        ad = run(point, None)
     except Exception:  # forward mode itself failed: its own result says so
         spread = np.zeros_like(scale)
-    ill_conditioned(ref, scale, spread, diags, bad_deriv, lambda i, k: (
-        f"d{'f' if len(graph.outputs) == 1 else f'f{i + 1}'}/d{graph.variables[k]}"))
+        floor_spread = None
+        ad = np.full_like(scale, np.nan)
+    ill = classify(graph, point, ref, scale, spread, floor_spread, ad,
+                   lambda: forward.rounding_culprits(run, graph, point), diags, bad_deriv, lambda i, k: (
+                       f"d{'f' if len(graph.outputs) == 1 else f'f{i + 1}'}/d{graph.variables[k]}"))
     if "symbolic" in selected:
         results["symbolic"] = MethodResult("symbolic", ref.copy() if sym.status != "unavailable" else None,
                                            "ok" if sym.status == "ok" else sym.status, sym.message,
@@ -186,7 +193,7 @@ def _compare(graph, point, expression, methods, rtol, atol, timeout, warnings) -
     xs = np.array([max(abs(point[v]), 1.0) for v in graph.variables])
     floor = vt.floor(FLOOR_SHARE, np.nan_to_num(np.array(values, dtype=float)), xs)
     judge_all(results, reference, ref, ref_exact, bad_deriv, scale, spread, rtol, atol, floor, TOLERANCES,
-              NUMERICAL, label=lambda i, k: f"d/d{graph.variables[k]}", ref_estimate=ref_estimate)
+              NUMERICAL, label=lambda i, k: f"d/d{graph.variables[k]}", ref_estimate=ref_estimate, ill=ill)
 
     report = GradReport(expression, list(graph.variables), point, values,
                         sym.text if sym.text else None, reference,
@@ -198,32 +205,14 @@ def _compare(graph, point, expression, methods, rtol, atol, timeout, warnings) -
     return report
 
 
-def ill_conditioned(ref, scale, spread, diags, bad_deriv, label) -> None:
-    """Mark the entries that float64 cannot resolve as undefined, rather than blame any method.
-    ``label(i, k)`` names entry (i, k) in the message ("df/dx")."""
-    if ref is None:
-        return
-    ill = vt.ill_conditioned(np, ref, scale, spread) & ~bad_deriv
-    for i, k in zip(*np.nonzero(ill)):
-        diags.append(Diagnostic("undefined", "float64", (
-            f"{label(i, k)} cannot be computed in float64 here: one more ulp of rounding per "
-            f"operation moves it by {spread[i, k]:.2g} against {abs(ref[i, k]):.3g} (ill-conditioned)")))
-    bad_deriv |= ill
-    # a finite exact derivative beyond float64's range (sqrt(x)*1e150 at 1e-320): no method can give it
-    over = np.isinf(ref) & ~bad_deriv
-    for i, k in zip(*np.nonzero(over)):
-        diags.append(Diagnostic("undefined", "float64", (
-            f"{label(i, k)} is finite but beyond float64's range here (overflow: above 1.8e308 in size)")))
-    bad_deriv |= over
-
-
-
-
 def judge_all(results: dict, reference: str, ref, ref_exact, bad, scale, spread, rtol, atol, floor,
-              tolerances: dict, numerical: tuple, label, ref_estimate=None) -> None:
+              tolerances: dict, numerical: tuple, label, ref_estimate=None, ill=None) -> None:
     """Mask what the point spoils in every method's result, then :func:`judge` each against the
     reference (grad and hessian alike). ``ref_estimate`` is a numerical reference's own error
-    estimate: no method is blamed for the error the reference announced."""
+    estimate: no method is blamed for the error the reference announced. ``ill`` marks the entries
+    float64 cannot resolve (:mod:`gradcli.verdict.conditioning`): shown, never judged, and no
+    numerical method vouches for them."""
+    ill = np.zeros(np.shape(bad), dtype=bool) if ill is None else ill
     for name, m in results.items():
         if m.jacobian is not None:
             m.jacobian = np.where(bad, np.nan, m.jacobian)
@@ -233,8 +222,12 @@ def judge_all(results: dict, reference: str, ref, ref_exact, bad, scale, spread,
             continue
         if name == reference and name != "symbolic":
             continue
-        judge(m, ref, ref_exact, bad, scale, spread, rtol, atol, floor, tolerances[name],
+        judge(m, ref, ref_exact, bad | ill, scale, spread, rtol, atol, floor, tolerances[name],
               numerical=name in numerical, label=label, ref_estimate=ref_estimate)
+        if name in numerical and m.status == "ok" and ill.any():
+            i, k = (int(a[0]) for a in np.nonzero(ill))
+            m.status = "unavailable"
+            m.message = f"{label(i, k)}: float64 cannot resolve it here (the program as written loses its digits)"
 
 
 def judge(m: MethodResult, ref, ref_exact, bad_deriv, scale, spread, rtol, atol, floor, defaults,
@@ -252,7 +245,14 @@ def judge(m: MethodResult, ref, ref_exact, bad_deriv, scale, spread, rtol, atol,
                        ref_estimate=ref_estimate)
     m.tolerance = tol
     live = np.isfinite(ref) & ~bad_deriv
-    j = vt.judge_entries(np, J, m.abs_error, ref, live, tol, m.error_estimate, floor, numerical, default_tol)
+    # what the estimate must fit within: the method's tolerance relative to the derivative itself (not
+    # to the scale of its terms: x - sin(x) at 1e-4 is 5e-9 and has 9 digits to show, not 1e-6 of 2),
+    # plus the program's own rounding; the floor excuses a wide estimate only where the derivative is 0
+    # (tanh(x) at 12.5 is 5.5e-11, far below the floor, and has digits)
+    vouch = None if not numerical else vt.tolerance(np, ref, 0.0, spread, None, np.where(ref == 0, floor, 0.0),
+                                                    defaults, rtol, atol, numerical)
+    j = vt.judge_entries(np, J, m.abs_error, ref, live, tol, m.error_estimate, floor, numerical, default_tol,
+                         vouch=vouch)
     if numerical:
         if j.nonfinite.any():
             m.status, m.message = "unavailable", "no finite estimate at this point (the steps overflow or " \
@@ -268,6 +268,13 @@ def judge(m: MethodResult, ref, ref_exact, bad_deriv, scale, spread, rtol, atol,
         if j.unseen.any():
             m.status = "unavailable"
             m.message = "the derivative is below what its steps can resolve next to f's size"
+            return
+        if j.unvouched.any():
+            at = np.unravel_index(np.argmax(np.where(j.unvouched, m.error_estimate / np.where(vouch > 0, vouch, 1),
+                                                     -1.0)), J.shape)
+            m.status = "unavailable"
+            m.message = (f"{label(*at)}: its own error estimate {m.error_estimate[at]:.2g} is above the "
+                         f"tolerance {vouch[at]:.2g}: it cannot vouch for the digits that would need")
             return
     ok = ~j.exceeds
     if m.name != "symbolic" and not ok.all():

@@ -6,14 +6,14 @@ import numpy as np
 
 def overall_status(mismatched, kinds, have_reference: bool = True) -> str:
     """A mismatch decides; then a point where the derivative is undefined, then one where it does not
-    exist (a kink); without a reference nothing is decided; otherwise the methods agree. ``kinds`` is the
-    set of diagnostic kinds found ("undefined", "nondifferentiable")."""
+    exist (a kink), then one where it exists but float64 cannot resolve it; without a reference nothing
+    is decided; otherwise the methods agree. ``kinds`` is the set of diagnostic kinds found
+    ("undefined", "nondifferentiable", "ill_conditioned"; a "precision" note decides nothing)."""
     if mismatched:
         return "disagree"
-    if "undefined" in kinds:
-        return "undefined"
-    if kinds:
-        return "nondifferentiable"
+    for kind in ("undefined", "nondifferentiable", "ill_conditioned"):
+        if kind in kinds:
+            return kind
     if not have_reference:
         return "undefined"
     return "agree"
@@ -35,8 +35,8 @@ def verdict(report, sym_status: str, sym_message: str, bad_deriv, have_reference
     elif report.status == "undefined":
         report.message = next((d.message for d in report.diagnostics if d.kind == "undefined"),
                               sym_message if have_reference or kinds else "no reference could be computed")
-    elif report.status == "nondifferentiable":
-        report.message = next(d.message for d in report.diagnostics if d.kind == "nondifferentiable")
+    elif report.status in ("nondifferentiable", "ill_conditioned"):
+        report.message = next(d.message for d in report.diagnostics if d.kind == report.status)
     else:
         n = sum(1 for m in report.methods.values() if m.status == "ok")
         report.message = f"{n} method{'s' if n != 1 else ''} agree with the {report.reference} reference"

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gradcli.core.constants import ESTIMATE_SAFETY, ILL_CONDITIONED, ROUNDING_SAFETY, SUBNORMAL, VAGUE_SHARE
+from gradcli.core.constants import (
+    ESTIMATE_SAFETY, ILL_CONDITIONED, PROGRAM_LOSS, ROUNDING_SAFETY, SUBNORMAL, VAGUE_SHARE)
 
 
 def tolerance(xp, ref, scale, spread, estimate, floor, defaults, rtol=None, atol=None, numerical=False,
@@ -63,10 +64,15 @@ class Judgement:
     nonfinite: object = None
     vague: object = None
     unseen: object = None
+    unvouched: object = None
 
 
-def judge_entries(xp, J, abs_err, ref, live, tol, estimate, floor_, numerical: bool, default_tol: bool) -> Judgement:
-    """The judgement of every ``live`` entry of ``J`` against ``ref`` with tolerance ``tol``."""
+def judge_entries(xp, J, abs_err, ref, live, tol, estimate, floor_, numerical: bool, default_tol: bool,
+                  vouch=None) -> Judgement:
+    """The judgement of every ``live`` entry of ``J`` against ``ref`` with tolerance ``tol``. ``vouch``
+    (the tolerance without the method's own estimate) is what a numerical method's estimate must fit
+    within for its number to count: a result within tolerance only because its estimate is wide has
+    not shown its digits (``unvouched``)."""
     exceeds = live & ~(abs_err <= tol)
     if not numerical:
         return Judgement(tol, exceeds)
@@ -79,14 +85,28 @@ def judge_entries(xp, J, abs_err, ref, live, tol, estimate, floor_, numerical: b
     if default_tol:  # (d/dy of exp(x) + y at x = 40: y's steps change f by far less than f's rounding)
         err = xp.nan_to_num(abs_err, nan=xp.inf)
         unseen = live & (err <= tol) & (err > VAGUE_SHARE * xp.abs(ref)) & (ref != 0)
-    return Judgement(tol, exceeds, nonfinite, vague, unseen)
+    unvouched = xp.zeros_like(live)
+    if estimate is not None and vouch is not None:
+        unvouched = live & ~vague & xp.isfinite(J) & ~(estimate <= vouch)
+    return Judgement(tol, exceeds, nonfinite, vague, unseen, unvouched)
 
 
-def ill_conditioned(xp, ref, scale, spread):
+def ill_conditioned(xp, ref, scale, spread, input_spread=None):
     """Entries that float64 cannot resolve: one more ulp of rounding per operation moves them by more than
-    :data:`ILL_CONDITIONED` of their size (cancellation within 6 digits of ``scale`` is ordinary)."""
+    :data:`ILL_CONDITIONED` of their size (cancellation within 6 digits of ``scale`` is ordinary).
+
+    ``input_spread`` (how far one ulp of the inputs and constants moves them, and where it does so
+    smoothly: :func:`gradcli.methods.forward.input_spread`) exempts a zero or tiny derivative (a
+    stationary point) that rounding moves no more than :data:`PROGRAM_LOSS` times what the point's own
+    ulp does: it is resolved to the point's precision, and judged absolutely. Where one ulp already
+    moves it by chance (tan of 59**59), nothing is resolved."""
     size = xp.maximum(xp.abs(ref), 1e-6 * scale)
-    return xp.isfinite(ref) & (xp.nan_to_num(spread) > ILL_CONDITIONED * size)
+    spread = xp.nan_to_num(spread)
+    ill = xp.isfinite(ref) & (spread > ILL_CONDITIONED * size)
+    if input_spread is not None:
+        one, smooth = input_spread
+        ill = ill & ~(smooth & (spread <= PROGRAM_LOSS * xp.nan_to_num(one)))
+    return ill
 
 
 def rounding_tiny(dtype) -> float:
