@@ -101,10 +101,17 @@ def test_a_wrong_method_is_flagged(monkeypatch):
 
 
 def test_cancellation_does_not_fail_correct_ad():
-    # d/dx (x - sin(x)) = 1 - cos(x) ~ x**2/2: float64 resolves it only relative to the terms (~1)
-    for x in (1e-5, 1e-8, 0.0):
+    # d/dx (x - sin(x)) = 1 - cos(x) ~ x**2/2: float64 resolves it only relative to the terms (~1). At
+    # 1e-5 the program keeps 5 digits and says how many it lost; at 1e-8 it computes 0 for 5e-17, which
+    # is ill-conditioned, not a disagreement; at 0 it is exact
+    for x in (1e-5, 0.0):
         r = gradcli.grad("x - sin(x)", x=x)
         assert r.status == "agree", (x, r.message)
+    assert any(d.kind == "precision" and "cancellation in x - sin(x)" in d.message
+               for d in gradcli.grad("x - sin(x)", x=1e-5).diagnostics)
+    r = gradcli.grad("x - sin(x)", x=1e-8)
+    assert r.status == "ill_conditioned" and r.exit_code == 3, r.message
+    assert "cancellation in x - sin(x)" in r.message and "5e-17" in r.message
 
 
 def test_what_the_program_cannot_resolve_is_ill_conditioned_with_the_exact_value_shown():

@@ -31,23 +31,42 @@ def lost_digits(spread, ref) -> np.ndarray:
     return np.clip(np.nan_to_num(lost, nan=0.0, posinf=FLOAT64_DIGITS), 0, FLOAT64_DIGITS)
 
 
-def classify(graph: Graph, point: dict, ref, scale, spread, input_spread, ad, culprits, diags: list, bad,
-             label) -> np.ndarray:
+def route_spread(spread, results: dict, routes) -> np.ndarray:
+    """The rounding spread, widened to how far the AD ``routes`` that ran differ from each other: in exact
+    arithmetic they are the same number, so their difference is rounding too, and one route's Monte
+    Carlo spread need not see another's (reverse over forward of t/t at 1e-8 cancels 1e16 to 2 where
+    forward over forward is exact)."""
+    mats = [results[n].jacobian for n in routes if n in results and results[n].jacobian is not None]
+    with np.errstate(invalid="ignore"):
+        for a in mats:
+            for b in mats:
+                spread = np.fmax(spread, np.abs(a - b))
+    return spread
+
+
+def classify(graph: Graph, point: dict, ref, scale, spread, input_spread, ad: dict, culprits, diags: list, bad,
+             label, exact: bool = True) -> np.ndarray:
     """The entries float64 cannot resolve -> a mask, with an ``ill_conditioned`` diagnostic for each, a
     ``precision`` note for each entry that keeps enough digits but loses :data:`NOTE_LOST_DIGITS` or more,
-    and entries beyond float64's range added to ``bad``. ``ad`` is AD's matrix (what the program as
-    written gives), ``input_spread`` how far one ulp of the inputs and constants moves it and where
+    and entries beyond float64's range added to ``bad``. ``ad`` maps each AD route to its matrix (what
+    the program as written gives), ``input_spread`` how far one ulp of the inputs and constants moves it and where
     smoothly (:func:`gradcli.methods.forward.input_spread`), ``culprits()`` the operation per entry
-    whose rounding moves it most (None: unknown),
+    whose rounding moves it most (None: unknown), ``exact`` whether ``ref`` is the exact reference (then
+    only where AD really lost the digits),
     ``label(i, k)`` names entry (i, k) ("df/dx")."""
     ill = np.zeros(np.shape(bad), dtype=bool)
     if ref is None:
         return ill
     with np.errstate(all="ignore"):
-        ill = vt.ill_conditioned(np, ref, scale, spread, input_spread) & ~bad
-        absolute = vt.ill_conditioned(np, ref, scale, spread) & ~bad & ~ill  # resolved only to the point's ulp
+        off = np.zeros_like(ref)  # how far AD really is from the exact value
+        for m in ad.values():
+            off = np.fmax(off, np.abs(m - ref))
+        actual = off if exact and ad else None
+        ill = vt.ill_conditioned(np, ref, scale, spread, input_spread, actual) & ~bad
+        # resolved only to the point's own ulp (a stationary point), judged absolutely
+        absolute = vt.ill_conditioned(np, ref, scale, spread, None, actual) & ~bad & ~ill
         # what rounding can do or, where AD did worse than its spread says, what it did
-        moved = np.fmax(np.nan_to_num(spread), np.nan_to_num(np.abs(ad - ref)))
+        moved = np.fmax(np.nan_to_num(spread), np.nan_to_num(off))
         lost = lost_digits(moved, ref)
         noted = np.isfinite(ref) & (ref != 0) & ~bad & ~ill & ~absolute & (lost >= NOTE_LOST_DIGITS)
     for i, k in zip(*np.nonzero(absolute & (ref != 0))):
@@ -63,8 +82,8 @@ def classify(graph: Graph, point: dict, ref, scale, spread, input_spread, ad, cu
         diags.append(Diagnostic("ill_conditioned", cause.op, (
             f"{label(i, k)} exists, but the program as written loses {digits} of it here{cause.text}: one "
             f"more ulp of rounding per operation moves it by {spread[i, k]:.2g} against {abs(ref[i, k]):.3g}. "
-            f"The exact derivative is {ref[i, k]:.12g}; AD gives {ad[i, k]:.12g}, which is exact for the "
-            f"program as written{cause.hint}")))
+            f"The exact derivative is {ref[i, k]:.12g}; AD of the program gives {_ad_values(ad, i, k)} (AD is "
+            f"exact for the program as written: the digits are lost in the program){cause.hint}")))
     for i, k in zip(*np.nonzero(noted)):
         cause = why(None if who is None else int(who[i, k]))
         diags.append(Diagnostic("precision", cause.op, (
@@ -78,6 +97,14 @@ def classify(graph: Graph, point: dict, ref, scale, spread, input_spread, ad, cu
             f"{label(i, k)} is finite but beyond float64's range here (overflow: above 1.8e308 in size)")))
     bad |= over
     return ill
+
+
+def _ad_values(ad: dict, i, k) -> str:
+    """AD's value of entry (i, k), or each route's where they differ."""
+    vals = {name: float(m[i, k]) for name, m in ad.items()}
+    if len(set(vals.values())) <= 1:
+        return f"{next(iter(vals.values()), float('nan')):.12g}"
+    return ", ".join(f"{v:.12g} ({name})" for name, v in vals.items())
 
 
 class _Cause:
@@ -112,8 +139,8 @@ class _Why:
                 if r > ratio:
                     best, ratio = i, r
         if best is not None:
-            return _Cause(g.nodes[best].op, f" to the cancellation in {text_of(g, best)} (its terms are "
-                                            f"{ratio:.2g} times its value)", _hint(g, best))
+            size = "it cancels to 0" if math.isinf(ratio) else f"its terms are {ratio:.2g} times its value"
+            return _Cause(g.nodes[best].op, f" to the cancellation in {text_of(g, best)} ({size})", _hint(g, best))
         return _Cause(g.nodes[culprit].op, f" to the rounding of {text_of(g, culprit)}", _hint(g, culprit))
 
 

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from gradcli.verdict.conditioning import classify
+from gradcli.verdict.conditioning import classify, route_spread
 from gradcli.verdict.point import fallback_reference, judge_all, parse_methods
 from gradcli.verdict.diagnose import diagnose_hessian
 from gradcli.core.errors import BadInput
@@ -128,18 +128,20 @@ def _compare(graph, point, expression, selected, rtol, atol, timeout, warnings) 
     try:
         spread = hm.rounding_spread(graph, point)
         floor_spread = forward.input_spread(run, graph, point)
-        ad = run(point, None)
     except Exception:  # the nested duals themselves failed: the AD methods' own results say so
         spread = np.zeros((n, n))
         floor_spread = None
-        ad = np.full((n, n), np.nan)
+    routes = ("forward_over_reverse", "reverse_over_forward")
+    spread = route_spread(spread, results, routes)
+    ad = {r: results[r].jacobian for r in routes if r in results and results[r].jacobian is not None}
     try:
         scale = np.nan_to_num(hm.magnitudes(graph, point), nan=0.0)
     except Exception:
         scale = np.zeros((n, n))
     label = lambda i, k: f"d²f/d{graph.variables[i]}d{graph.variables[k]}"
     ill = classify(graph, point, ref, scale, spread, floor_spread, ad,
-                   lambda: forward.rounding_culprits(run, graph, point), diags, bad, label)
+                   lambda: forward.rounding_culprits(run, graph, point), diags, bad, label,
+                   exact=reference == "symbolic")
     if "symbolic" in selected:
         results["symbolic"] = MethodResult("symbolic", ref.copy() if sym.status != "unavailable" else None,
                                            "ok" if sym.status == "ok" else sym.status, sym.message,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gradcli.verdict.conditioning import classify
+from gradcli.verdict.conditioning import classify, route_spread
 from gradcli.verdict.diagnose import diagnose
 from gradcli.core import options as option_values
 from gradcli.core.errors import BadInput, brief, real_number
@@ -86,6 +86,7 @@ def parse_methods(names, order=METHOD_ORDER) -> list[str]:
 
 
 magnitudes = forward.magnitudes  # the tolerance's ``scale``
+AD_ROUTES = ("forward", "reverse")
 
 
 def _run(name, graph, point, timeout):
@@ -177,14 +178,15 @@ def _compare(graph, point, expression, methods, rtol, atol, timeout, warnings) -
     try:
         spread = forward.rounding_spread(graph, point)
         floor_spread = forward.input_spread(run, graph, point)
-        ad = run(point, None)
     except Exception:  # forward mode itself failed: its own result says so
         spread = np.zeros_like(scale)
         floor_spread = None
-        ad = np.full_like(scale, np.nan)
+    spread = route_spread(spread, results, AD_ROUTES)
+    ad = {n: results[n].jacobian for n in AD_ROUTES if n in results and results[n].jacobian is not None}
     ill = classify(graph, point, ref, scale, spread, floor_spread, ad,
                    lambda: forward.rounding_culprits(run, graph, point), diags, bad_deriv, lambda i, k: (
-                       f"d{'f' if len(graph.outputs) == 1 else f'f{i + 1}'}/d{graph.variables[k]}"))
+                       f"d{'f' if len(graph.outputs) == 1 else f'f{i + 1}'}/d{graph.variables[k]}"),
+                   exact=reference == "symbolic")
     if "symbolic" in selected:
         results["symbolic"] = MethodResult("symbolic", ref.copy() if sym.status != "unavailable" else None,
                                            "ok" if sym.status == "ok" else sym.status, sym.message,

@@ -91,18 +91,27 @@ def judge_entries(xp, J, abs_err, ref, live, tol, estimate, floor_, numerical: b
     return Judgement(tol, exceeds, nonfinite, vague, unseen, unvouched)
 
 
-def ill_conditioned(xp, ref, scale, spread, input_spread=None):
+def ill_conditioned(xp, ref, scale, spread, input_spread=None, actual=None):
     """Entries that float64 cannot resolve: one more ulp of rounding per operation moves them by more than
     :data:`ILL_CONDITIONED` of their size (cancellation within 6 digits of ``scale`` is ordinary).
+
+    ``actual``, where the reference is exact, is how far AD of the program really is from it: then an
+    entry is ill-conditioned only where AD did lose the digits (relative to the derivative itself, not
+    to the scale of its terms: reverse over forward of exp(t*w)*(t/t) gives 2 for 1.00000001, inside
+    1e-6 of its terms' 4e16), and not where rounding merely could have (x - sin(x) at 0 is exact); an
+    exact 0 is never ill-conditioned (d2/dy2 of (y/x)/y is 0, computed as 1e-16 from terms near 1).
 
     ``input_spread`` (how far one ulp of the inputs and constants moves them, and where it does so
     smoothly: :func:`gradcli.methods.forward.input_spread`) exempts a zero or tiny derivative (a
     stationary point) that rounding moves no more than :data:`PROGRAM_LOSS` times what the point's own
     ulp does: it is resolved to the point's precision, and judged absolutely. Where one ulp already
     moves it by chance (tan of 59**59), nothing is resolved."""
-    size = xp.maximum(xp.abs(ref), 1e-6 * scale)
+    size = xp.maximum(xp.abs(ref), 1e-6 * scale) if actual is None else xp.abs(ref)
     spread = xp.nan_to_num(spread)
     ill = xp.isfinite(ref) & (spread > ILL_CONDITIONED * size)
+    if actual is not None:
+        # an exact 0 has no digits to lose: it is judged absolutely, by how near 0 the methods come
+        ill = ill & (xp.nan_to_num(actual, nan=xp.inf) > ILL_CONDITIONED * size) & (ref != 0)
     if input_spread is not None:
         one, smooth = input_spread
         ill = ill & ~(smooth & (spread <= PROGRAM_LOSS * xp.nan_to_num(one)))
