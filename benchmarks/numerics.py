@@ -78,7 +78,7 @@ class Tally:
 def gradcli_case(case, exact, tallies, statuses, problems):
     t0 = time.perf_counter()
     report = grad(case.expr, case.at)
-    seconds = time.perf_counter() - t0
+    statuses["whole report seconds"][time.perf_counter() - t0] += 1
     statuses[case.group][report.status] += 1
     want = "agree" if case.group in ("stationary", "smooth", "steep") else None
     if want and report.status != want:
@@ -128,8 +128,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
     cases = [c for c in CASES if args.group in (None, c.group)]
     try:
-        import numdifftools  # noqa: F401
-        peers = not args.no_peers
+        import numdifftools
+        peers = not args.no_peers and bool(numdifftools.__version__)
     except ImportError:
         peers = False
         print("numdifftools is not installed (pip install numdifftools): gradcli only\n")
@@ -154,6 +154,9 @@ def main(argv=None):
         fewer = sum(1 for x, y in zip(a, b) if y > x + 0.5 or (np.isnan(x) and not np.isnan(y)))
         print(f"\ngradcli richardson has more correct digits than numdifftools' default in {more} cases, "
               f"fewer in {fewer}")
+    whole = statuses.pop("whole report seconds")
+    print(f"\ngradcli grad, the whole report (sympy, five methods, the verdict): median "
+          f"{1e3 * np.median(list(whole.elements())):.1f} ms per case")
     print("\noverall status per group:")
     for group, c in statuses.items():
         print(f"  {group:14} " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())))

@@ -18,7 +18,7 @@ from gradcli.core.errors import BadInput, brief, real_number
 from gradcli.core.graph import Graph
 from gradcli.methods import forward, numeric, reverse, symbolic
 from gradcli.verdict.report import (
-    METHOD_ORDER, Diagnostic, Directional, GradReport, MethodResult, relative_error)
+    METHOD_ORDER, Directional, GradReport, MethodResult, relative_error)
 from gradcli.verdict import tolerance as vt
 from gradcli.core.constants import FLOOR_SHARE, NUMERICAL, TOLERANCES
 from gradcli.verdict.status import verdict
