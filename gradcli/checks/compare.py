@@ -12,8 +12,9 @@ from gradcli.checks import numeric as num
 from gradcli.verdict import tolerance as vt
 from gradcli.core.constants import CHECK_ESTIMATE_SAFETY
 from gradcli.checks.context import (
-    MAX_MISMATCHES, NUMERIC_CAP, SAMPLE, CheckContext, Outcome, Verdict, at_text, combine,
+    CONSTANT_NOTE, NUMERIC_CAP, SAMPLE, UNSEEN_NOTE, CheckContext, Outcome, Verdict, at_text, badness, combine,
     mismatch, summarize)
+from gradcli.checks.findings import count_text, float64_hint, worst, worst_entries
 from gradcli.checks.under_test import user_gradient, user_vjp_at
 
 #: An input's typical gradient magnitude is at least this share of the whole gradient's.
@@ -162,7 +163,8 @@ def compare_full(ctx: CheckContext) -> Outcome:
 
     numeric_name = "richardson"
     ref, err, ref_cols, reference = None, None, cols, numeric_name
-    if ad_rows is not None and not autodiff:
+    # a constant trace (all zeros) is a reference once the differences agree, even with no gradient under test
+    if ad_rows is not None and (not autodiff or ctx.constant):
         diff, tol, bad, und, live = judge(ctx, ad_rows[:, cols], nref, nerr, ntyp)
         bad &= ~kink
         if bad.any():
@@ -174,6 +176,8 @@ def compare_full(ctx: CheckContext) -> Outcome:
             notes.append(f"traced AD disagrees with the finite differences at {at_text(name, idx)} "
                          f"({ad_rows[j, cols[k]]:.6g} vs {nref[j, k]:.6g} ± {nerr[j, k]:.2g}); "
                          "finite differences used as the reference")
+            if ctx.constant:
+                notes.append(UNSEEN_NOTE)
             methods["traced_reverse"] = summarize("traced_reverse", "mismatch", diff,
                                                   message="disagrees with the finite differences; not used")
         else:
@@ -183,6 +187,10 @@ def compare_full(ctx: CheckContext) -> Outcome:
             full_kink = np.zeros((m, n), dtype=bool)
             full_kink[:, cols] = kink
             kink = full_kink
+            if ctx.constant:
+                notes.append(CONSTANT_NOTE)
+    if autodiff and ctx.constant:
+        return _constant_autodiff(ctx, ref is not None, methods, notes, numc, cols)
     if ref is None:
         if len(cols) < n and not autodiff:  # AD was not trusted: every element needs the differences
             numc = num.jacobian_columns(ctx.numf, ctx.f0, [ctx.label(c) for c in range(n)],
@@ -195,7 +203,23 @@ def compare_full(ctx: CheckContext) -> Outcome:
         got = ad_rows
     found = Outcome(methods=tuple(methods.items()), notes=tuple(notes), reference=reference)
     return combine(found, verdict_of_elements(ctx, got[:, ref_cols], ref, err, kink, ref_cols,
-                                              reference_text(ctx, reference, cs_used)))
+                                              reference_text(ctx, reference, cs_used), sigma=sigma))
+
+
+def _constant_autodiff(ctx, agreed: bool, methods: dict, notes: list, numc, cols) -> Outcome:
+    """No gradient under test, and the trace finds the output constant in the inputs: a pass where the
+    finite differences agree that the derivative is 0, else nothing to compare (the trace missed a route)."""
+    if not agreed:
+        return Outcome(verdict=Verdict("skipped", "nothing to compare: no hand-written gradient, and traced AD is "
+                                                  "unavailable (" + UNSEEN_NOTE + ")"),
+                       methods=tuple(methods.items()), notes=tuple(notes), stop=True)
+    live = np.isfinite(numc.value)
+    size = float(np.max(np.abs(numc.value[live]), initial=0.0))
+    return Outcome(verdict=Verdict("pass", f"traced AD gives 0 for all {ctx.m * ctx.n} entries (the output is "
+                                           f"piecewise constant in the inputs), and the finite differences agree "
+                                           f"({len(cols)} elements)"),
+                   methods=tuple(methods.items()), notes=tuple(notes), reference="traced_reverse",
+                   errors=(size, None))
 
 
 def _user_rows(ctx):
@@ -237,20 +261,19 @@ def _ad_rows(ctx, methods: dict, notes: list):
         return None
 
 
-def worst(diff, tol, bad):
-    badness = np.where(bad, np.nan_to_num(diff / np.where(tol > 0, tol, 1.0), nan=np.inf, posinf=np.inf), -1.0)
-    j, k = np.unravel_index(int(np.argmax(badness)), badness.shape)
-    return int(j), int(k)
-
-
 def verdict_of_elements(ctx, got, ref, err, kink, cols, refdesc: str, identity=None,
-                        cotangent_rows=False) -> Outcome:
+                        cotangent_rows=False, sigma=0.0) -> Outcome:
     """Compare ``got`` with ``ref`` entry by entry ((m, len(cols))) -> the status, message, mismatches.
-    ``identity()`` (fast mode) may decide after the elements pass: an Outcome, or None."""
+    ``identity()`` (fast mode) may decide after the elements pass: an Outcome, or None.
+    ``cotangent_rows``: the rows are J^T v for random cotangents v, so an entry is an input element
+    (a column), counted once however many rows it is wrong in. ``sigma``: f's measured noise."""
     typ = typical_by_input(ctx, ref, cols)
     diff, tol, bad, und, live = judge(ctx, got, ref, err, typ)
     bad &= ~kink
     und &= ~kink
+    if ctx.autodiff:
+        # traced AD's exact zero, which the differences agree with to their error, is not in doubt
+        und &= got != 0
     undefined = ~live
     with np.errstate(all="ignore"):
         rel = np.where(ref != 0, diff / np.abs(ref), np.where(diff == 0, 0.0, np.inf))
@@ -263,20 +286,26 @@ def verdict_of_elements(ctx, got, ref, err, kink, cols, refdesc: str, identity=N
     max_rel = float(shown.max()) if shown.size else None
     errors = (max_abs, max_rel)
     under = describe_under_test(ctx)
+    which = ctx.input_of(cols)
     if bad.any():
-        order = np.argsort(-np.where(bad, diff / np.where(tol > 0, tol, 1.0), -1.0), axis=None)
-        found = []
-        for flat in order[:min(MAX_MISMATCHES, int(bad.sum()))]:
-            j, k = np.unravel_index(flat, bad.shape)
-            found.append(mismatch(ctx, int(cols[k]), ref[j, k], got[j, k], None if cotangent_rows else int(j)))
+        score = badness(diff, tol, bad)
+        if cotangent_rows:
+            rows = np.argmax(score, axis=0)  # each element's worst cotangent
+            flat = worst_entries(score.max(axis=0)[None], which[None])
+            picks = [(int(rows[k]), int(k)) for k in flat]
+            counted = count_text(ctx, bad.any(axis=0)[None], live.any(axis=0)[None], which)
+        else:
+            flat = worst_entries(score, np.broadcast_to(which, score.shape))
+            picks = [tuple(int(i) for i in np.unravel_index(f, bad.shape)) for f in flat]
+            counted = count_text(ctx, bad, live, which)
+        found = [mismatch(ctx, int(cols[k]), ref[j, k], got[j, k], None if cotangent_rows else j) for j, k in picks]
         w = found[0]
         where = at_text(w.input, w.index) + (f" (output {list(w.output_index)})" if w.output_index else "")
         if cotangent_rows and not ctx.scalar:
-            where += f" (random cotangent {int(np.unravel_index(order[0], bad.shape)[0])})"
+            where += f" (random cotangent {picks[0][0]})"
         return Outcome(
             verdict=Verdict("fail", f"{under} disagrees with {refdesc} at {where}: expected {w.expected:.8g}, got "
-                                    f"{w.got:.8g} (rel error {w.rel_error:.2g}); {int(bad.sum())} of "
-                                    f"{int(live.sum())} entries wrong"),
+                                    f"{w.got:.8g} (rel error {w.rel_error:.2g}); {counted}"),
             methods=((name, summarize(name, "mismatch", diff[ok], rel[ok])),), mismatches=tuple(found), errors=errors)
     elements = Outcome(methods=((name, summarize(name, "ok", diff[ok], rel[ok])),), errors=errors)
     if identity is not None:
@@ -289,7 +318,7 @@ def verdict_of_elements(ctx, got, ref, err, kink, cols, refdesc: str, identity=N
         message = (f"{int(und.sum())} of {int(live.sum())} entries cannot be decided: the finite-difference error "
                    f"estimate ({err[j, k]:.2g} at {at_text(nm, idx)}) is too large for the tolerance "
                    f"({tol[j, k] - CHECK_ESTIMATE_SAFETY * err[j, k]:.2g}) and traced AD was not available to decide; "
-                   "try float64 inputs, another point (seed=), or a larger step (eps=)")
+                   f"try {float64_hint(ctx, sigma)}another point (seed=), or a larger step (eps=)")
         return combine(elements, Outcome(verdict=Verdict("inconclusive", message)))
     if kink.any():
         j, k = np.unravel_index(int(np.argmax(kink)), kink.shape)
@@ -305,7 +334,8 @@ def verdict_of_elements(ctx, got, ref, err, kink, cols, refdesc: str, identity=N
         message = (f"no derivative at {at_text(nm, idx)}: the function is not finite at any step around it (the "
                    "input sits on the edge of the domain)")
         return combine(elements, Outcome(verdict=Verdict("undefined", message)))
-    message = (f"{under} agrees with {refdesc} ({int(live.sum())} entries, max rel error "
+    entries = int(live.any(axis=0).sum()) if cotangent_rows else int(live.sum())
+    message = (f"{under} agrees with {refdesc} ({entries} entries, max rel error "
                f"{max_rel if max_rel is not None else 0:.2g})")
     return combine(elements, Outcome(verdict=Verdict("pass", message)))
 
@@ -314,5 +344,7 @@ def reference_text(ctx, reference: str, complex_step_used: bool) -> str:
     if ctx.autodiff or reference != "traced_reverse":
         extra = " and complex step" if complex_step_used else ""
         return f"finite differences (richardson{extra})"
+    if ctx.constant:
+        return "0 (traced: the output is piecewise constant in the inputs; validated by finite differences)"
     return "traced AD (validated by finite differences)"
 

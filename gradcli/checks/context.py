@@ -27,6 +27,15 @@ MAX_MISMATCHES = 10
 TAYLOR_RESOLUTION = 1e-3
 
 
+#: Said of a check whose output the trace finds piecewise constant, once the finite differences agree.
+CONSTANT_NOTE = ("the output is piecewise constant in the inputs (it reaches them only through operations such as "
+                 "floor, sign or comparisons): its derivative is 0 wherever it exists, as traced")
+#: Said when the trace finds the output constant but the finite differences see it move.
+UNSEEN_NOTE = ("the trace finds no differentiable route from the inputs to the output, but the finite differences "
+               "see the output move: the code reads the inputs in a way the tracer does not follow (x.flat, "
+               "x.data?)")
+
+
 @dataclass(frozen=True)
 class Verdict:
     """A status with its message, as a comparison (or a call of the code under test) decided it."""
@@ -84,6 +93,9 @@ class CheckContext:
     numf: Any  # gradcli.checks.numeric.Function over the float64 inputs
     ad: Any  # the traced AD (or the expression's), None where not usable
     setup_notes: tuple = ()  # notes made while the context was built
+    #: the trace proves the output piecewise constant in the wrt inputs (it reaches them only through
+    #: constant routes: floor, sign, comparisons): its derivative is exactly 0 wherever it exists
+    constant: bool = False
 
     @property
     def n(self) -> int:
@@ -142,7 +154,7 @@ def call_selected(fn, inputs: dict, with_grad: bool, output):
         if not isinstance(out, (tuple, list)) or len(out) != 2:
             raise TypeError("with_grad=True: the function must return (value, gradients)")
         return out[0]
-    if isinstance(out, tuple):
+    if isinstance(out, (tuple, list)):
         return out[0 if output is None else output]
     return out
 
@@ -161,6 +173,14 @@ def combine(*outcomes: Outcome) -> Outcome:
         suffix += o.suffix
         stop = stop or o.stop
     return Outcome(methods=tuple(methods), notes=tuple(notes), suffix=suffix, stop=stop, **fields)
+
+
+def badness(diff, tol, bad) -> np.ndarray:
+    """How far past its tolerance each failing entry is (-1 where it passes): a NaN or infinite
+    difference is the worst there is, so it sorts first."""
+    with np.errstate(all="ignore"):
+        ratio = diff / np.where(tol > 0, tol, 1.0)
+    return np.where(bad, np.nan_to_num(ratio, nan=np.inf, posinf=np.inf), -1.0)
 
 
 def summarize(name, status, abs_err=None, rel_err=None, message="") -> MethodSummary:

@@ -10,9 +10,10 @@ import numpy as np
 from gradcli.checks import numeric as num
 from gradcli.checks.compare import (
     CLOSER, describe_under_test, judge, reference_text, under_test_name, verdict_of_elements)
+from gradcli.checks.findings import float64_hint
 from gradcli.core.constants import CHECK_ESTIMATE_SAFETY
 from gradcli.checks.context import (
-    DIRECTIONS, CheckContext, Outcome, Verdict, combine, summarize)
+    CONSTANT_NOTE, DIRECTIONS, UNSEEN_NOTE, CheckContext, Outcome, Verdict, badness, combine, summarize)
 from gradcli.checks.result import Mismatch
 from gradcli.checks.under_test import user_gradient, user_vjp_at
 
@@ -80,7 +81,8 @@ def compare_fast(ctx: CheckContext) -> Outcome:
 
     reference = "richardson"
     trusted = False
-    if ad_w is not None and not autodiff:
+    # a constant trace (all zeros) is a reference once the differences agree, even with no gradient under test
+    if ad_w is not None and (not autodiff or ctx.constant):
         adl = identity_rows(ad_w)
         rss = np.array([np.sqrt(np.sum((u * w) ** 2)) for u, w in zip(uflat, ad_w)])
         diff, tol, bad, und, live = judge(ctx, adl[None], lhs[None], lerr[None], np.fmax(scale, rss)[None])
@@ -101,6 +103,8 @@ def compare_fast(ctx: CheckContext) -> Outcome:
         if bad.any():
             notes.append("traced AD disagrees with finite differences along a random direction; "
                          "finite differences used as the reference")
+            if ctx.constant:
+                notes.append(UNSEEN_NOTE)
             methods["traced_reverse"] = summarize("traced_reverse", "mismatch", diff)
         else:
             trusted = True
@@ -108,6 +112,15 @@ def compare_fast(ctx: CheckContext) -> Outcome:
             methods["traced_reverse"] = summarize("traced_reverse", "used")
             methods["richardson"] = summarize("richardson", "ok", diff, message=f"{len(us)} random directions")
             scale = np.fmax(scale, rss)
+            if ctx.constant:
+                notes.append(CONSTANT_NOTE)
+    if autodiff and ctx.constant:
+        if not trusted:
+            return found(verdict=Verdict("skipped", "nothing to compare: no hand-written gradient, and traced AD is "
+                                                    f"unavailable ({UNSEEN_NOTE})"), stop=True)
+        return found(verdict=Verdict("pass", f"traced AD gives 0 (the output is piecewise constant in the inputs), "
+                                             f"and the finite differences agree along {len(us)} random directions"),
+                     reference=reference, errors=(float(np.max(np.abs(lhs), initial=0.0)), None))
     if "richardson" not in methods:
         methods["richardson"] = summarize("richardson", "used", message=f"{len(us)} random directions")
     name, under = under_test_name(ctx), describe_under_test(ctx)
@@ -116,18 +129,21 @@ def compare_fast(ctx: CheckContext) -> Outcome:
         """<u, J^T v> under test against <J u, v> by differences -> the Outcome if it decides, else None."""
         got_l = identity_rows(got_w)
         diff, tol, bad, und, live = judge(ctx, got_l[None], lhs[None], lerr[None], scale[None])
+        if autodiff:
+            und &= got_l[None] != 0  # traced AD's exact zero, which the differences agree with to their error
         if bad.any():
-            a = int(np.argmax(np.where(bad[0], diff[0] / tol[0], -1)))
+            a = int(np.argmax(badness(diff, tol, bad)[0]))
             wrong = Mismatch("<u, J^T v>", (a,), float(lhs[a]), float(got_l[a]), float(diff[0, a]),
                              float(diff[0, a] / abs(lhs[a])) if lhs[a] else float("inf"))
+            probed, off = _probe_inputs(ctx, us[a], vs[a], got_w[a], scale[a], target, sigma)
             return Outcome(verdict=Verdict("fail", f"{under} fails <u, J^T v> = <J u, v> for random direction {a}: "
                                                    f"finite differences give {lhs[a]:.8g}, {under} gives "
-                                                   f"{got_l[a]:.8g}"),
-                           mismatches=(wrong,), methods=((name, summarize(name, "mismatch", diff)),))
+                                                   f"{got_l[a]:.8g}" + probed),
+                           mismatches=(wrong, *off), methods=((name, summarize(name, "mismatch", diff)),))
         if und.any() and not trusted:
             return Outcome(verdict=Verdict("inconclusive", (
                 "the finite-difference error estimate along a random direction is too large for the "
-                "tolerance, and traced AD was not available to decide; try float64 inputs, another "
+                f"tolerance, and traced AD was not available to decide; try {float64_hint(ctx, sigma)}another "
                 "point (seed=), a larger step (eps=) or mode='full'")))
         return None
 
@@ -153,3 +169,30 @@ def compare_fast(ctx: CheckContext) -> Outcome:
         outcome = combine(outcome, Outcome(suffix=f"; and <u, J^T v> = <J u, v> holds for {len(us)} random "
                                                   "directions"))
     return outcome
+
+
+def _probe_inputs(ctx: CheckContext, u: dict, v: np.ndarray, w: np.ndarray, scale: float, target: float, sigma):
+    """Where <u, J^T v> = <J u, v> fails with more than one input: the identity again with u moving one
+    input at a time, which names the inputs whose gradient is off -> (text for the message, Mismatches)."""
+    if len(ctx.wrt) < 2:
+        return "", ()
+    off, undecided, found = [], [], []
+    for k, name in enumerate(ctx.wrt):
+        e = num.directional(ctx.numf, ctx.f0, {name: u[name]}, ctx.step, target, sigma=sigma)
+        fd, fd_err = float(e.value @ v), float(np.abs(v) @ e.error)
+        part = w[ctx.offsets[k]:ctx.offsets[k + 1]]
+        got = float(np.asarray(u[name], dtype=np.float64).ravel() @ part)
+        diff, tol, bad, und, live = judge(ctx, np.array([[got]]), np.array([[fd]]), np.array([[fd_err]]),
+                                          np.array([[scale]]))
+        if bad.any():
+            off.append(f"{name} ({got:.6g} where the differences give {fd:.6g})")
+            found.append(Mismatch(f"<u_{name}, J^T v>", (), fd, got, float(diff[0, 0]),
+                                  float(diff[0, 0] / abs(fd)) if fd else float("inf")))
+        elif und.any():
+            undecided.append(name)
+    if off:
+        text = (f"; moving one input at a time, the gradient of {', '.join(off)} is off"
+                + (f" ({', '.join(undecided)} undecided)" if undecided else ""))
+    else:
+        text = "; moving one input at a time, no single input's part fails by itself"
+    return text, tuple(found)

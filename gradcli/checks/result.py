@@ -99,10 +99,13 @@ class CheckReport:
     planned: int | None = None  # how many checks the run was to have (None: all of ``checks``)
 
     def summary(self) -> dict:
+        """Counts by status, as the summary line words them: ``inconclusive`` apart from ``failed``, and
+        ``errors`` with the files that could not be collected (JUnit's errors too)."""
         count = lambda *s: sum(1 for c in self.checks if c.status in s)
-        return {"passed": count("pass"), "failed": count("fail", "inconclusive"), "errors": count("error"),
-                "skipped": count("skipped"), "nondifferentiable": count("nondifferentiable"),
-                "undefined": count("undefined"), "total": len(self.checks)}
+        return {"passed": count("pass"), "failed": count("fail"), "inconclusive": count("inconclusive"),
+                "errors": count("error") + len(self.errors), "skipped": count("skipped"),
+                "nondifferentiable": count("nondifferentiable"), "undefined": count("undefined"),
+                "total": len(self.checks)}
 
     @property
     def exit_code(self) -> int:

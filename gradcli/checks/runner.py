@@ -6,6 +6,9 @@ The reference is independent of the gradient under test (docs/contract.md, the m
   function's, and it agrees with the finite differences wherever those can decide (every element in
   ``full`` mode, up to ``NUMERIC_CAP`` elements, else a seeded sample; seeded random directions in
   ``fast`` mode). AD has no truncation error, so it decides elements the differences cannot;
+* an output that the trace finds **piecewise constant** in the inputs (it reaches them only through
+  constant routes: floor, sign, comparisons) has the derivative 0, the reference once the finite
+  differences agree with it (a check with no gradient under test then passes, with a note);
 * otherwise the **finite differences** (:mod:`gradcli.checks.numeric`, Richardson with an error
   estimate), with **complex step** taking over only where it agrees with them.
 
@@ -14,7 +17,8 @@ where ``typical`` is the median |ref| over that input (the gradient's own size, 
 cancel to near zero), ``floor`` is 10 ulp of the largest |ref| in the dtype under test and ``estimate``
 the reference's own error estimate: a method is never blamed for error the reference announced. When
 that estimate is too large for the tolerance, the element is **inconclusive** (not a pass), unless the
-difference exceeds even the announced error, which is a failure. Default tolerances depend on the dtype
+difference exceeds even the announced error, which is a failure (traced AD's exact 0, which the
+differences agree with to their error, is not in doubt). Default tolerances depend on the dtype
 under test (``RTOL``); ``rtol``/``atol`` options replace them.
 
 Scalar outputs (size 1) check the gradient; larger outputs check vector-Jacobian products: every
@@ -30,6 +34,8 @@ status and message. A check's code cannot end the run: any BaseException it rais
 """
 from __future__ import annotations
 
+import inspect
+import os
 import time
 
 import numpy as np
@@ -37,7 +43,9 @@ import numpy as np
 from gradcli import trace as tracing
 from gradcli.core.errors import BadInput
 from gradcli.checks import numeric as num
+from gradcli.checks.complex_inputs import as_pairs
 from gradcli.checks import second_order, taylor
+from gradcli.checks.collect import display_path
 from gradcli.checks.compare import compare_full
 from gradcli.checks.context import (
     AUTO_FULL_MAX, RTOL, TAYLOR_RESOLUTION, CheckContext, Outcome, Verdict, call_selected, index_text)
@@ -130,20 +138,24 @@ def build_context(spec, opts: dict, result: CheckResult):
         inputs = materialize(spec.inputs, seed, opts.get("domain"), np.dtype(dtype))
         inputs = {k: v.astype(dtype) if v.dtype.kind in "biu" else v for k, v in inputs.items()}
     else:
+        inputs = materialize(spec.inputs, seed, opts.get("domain"), np.dtype(dtype))
+        wrt = opts.get("wrt")
+        complex_inputs = [k for k, v in inputs.items() if v.dtype.kind == "c" and (wrt is None or k in wrt)]
+        if complex_inputs:
+            if order == 2:
+                return Verdict("skipped", "order=2 is not checked for complex inputs ("
+                                          f"{', '.join(complex_inputs)}); order=1 is")
+            names = list(wrt) if wrt is not None else [k for k, v in inputs.items() if v.dtype.kind in "fc"]
+            spec, inputs, note = as_pairs(spec, inputs, complex_inputs, names)
+            result.notes.append(note)
         fn, user_vjp, ad_factory = spec.fn, None, None
         if isinstance(spec.fn, np.ufunc):  # np.tanh takes no keywords: inputs go in the order given
             ufunc = spec.fn
             fn = lambda **kw: ufunc(*kw.values())  # noqa: E731
-        inputs = materialize(spec.inputs, seed, opts.get("domain"), np.dtype(dtype))
     autodiff = spec.grad is None and spec.vjp is None and user_vjp is None and not with_grad
     wrt = opts.get("wrt")
-    complex_inputs = [k for k, v in inputs.items() if v.dtype.kind == "c" and (wrt is None or k in wrt)]
-    if complex_inputs:
-        # a complex input's gradient has two conventions (PyTorch's dL/dRe + i dL/dIm, JAX's conjugate);
-        # checked as neither, it is said so rather than passed or cast away
-        names = ", ".join(f"{k} ({inputs[k].dtype})" for k in complex_inputs)
-        return Verdict("skipped", f"complex inputs are not differentiated: {names}; pass the real and "
-                                  "imaginary parts as separate float inputs to check them")
+    if spec.expression is not None and any(v.dtype.kind == "c" for v in inputs.values()):
+        return Verdict("skipped", "complex inputs to an expression check are not differentiated")
     if wrt is None:
         wrt = [k for k, v in inputs.items() if v.dtype.kind == "f"]
     for k in wrt:
@@ -189,17 +201,18 @@ def build_context(spec, opts: dict, result: CheckResult):
         mode = "full" if value.size * sum(sizes) <= AUTO_FULL_MAX else "fast"
     result.mode = mode
     numf = num.Function(lambda x, complex_ok=False: call_selected(fn, x, with_grad, output), base, list(wrt))
+    constant = False
     if ad_factory is not None:
         ad = ad_factory(base, list(wrt))
     else:
-        ad = _traced_ad(fn, base, wrt, 0 if with_grad else output, f0, result.notes)
+        ad, constant = _traced_ad(fn, base, wrt, 0 if with_grad else output, f0, result.notes, _source_files(spec))
     return CheckContext(
         spec=spec, kind=result.kind, dtype=dtype, rtol=opts.get("rtol", RTOL[dtype]), atol=opts.get("atol", 0.0),
         step=opts.get("eps", num.H_DEFAULT), seed=seed, order=order, mode=mode, taylor=bool(opts.get("taylor")),
         with_grad=with_grad, output=output, fn=fn, user_vjp=user_vjp, ad_factory=ad_factory, autodiff=autodiff,
         inputs=inputs, base=base, wrt=wrt, shapes=shapes,
         offsets=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64), out_shape=value.shape, f0=f0,
-        user_grads=user_grads, numf=numf, ad=ad, setup_notes=tuple(result.notes))
+        user_grads=user_grads, numf=numf, ad=ad, setup_notes=tuple(result.notes), constant=constant)
 
 
 def _after_first_order(ctx: CheckContext, result: CheckResult) -> None:
@@ -250,13 +263,14 @@ def _call_under_test(fn, inputs: dict, with_grad: bool, output):
         if not isinstance(out, (tuple, list)) or len(out) != 2:
             return Verdict("error", "with_grad=True, but the function does not return a pair (value, gradients)")
         out, grads = out
-    elif isinstance(out, tuple):
+    elif isinstance(out, (tuple, list)):
+        # a list of arrays (np.split's result) is several outputs, as a tuple is, not one stacked array
         k = 0 if output is None else output
         if not -len(out) <= k < len(out):
             return Verdict("error", f"output={k}, but the function returns {len(out)} values")
         out = out[k]
     elif output not in (None, 0):
-        return Verdict("error", f"output={output}, but the function returns a single value, not a tuple")
+        return Verdict("error", f"output={output}, but the function returns a single value, not a tuple or list")
     try:
         value = np.asarray(out)
         if value.dtype.kind not in "fiub":
@@ -266,20 +280,29 @@ def _call_under_test(fn, inputs: dict, with_grad: bool, output):
     return value.astype(np.float64), grads
 
 
-def _traced_ad(fn, base: dict, wrt, output, f0: np.ndarray, notes: list):
-    """gradcli's traced AD of ``fn`` at ``base``, or None (with the reason in ``notes``) where not usable."""
+def _traced_ad(fn, base: dict, wrt, output, f0: np.ndarray, notes: list, files=()):
+    """gradcli's traced AD of ``fn`` at ``base`` -> (Trace, constant), or (None, False) with the reason in
+    ``notes`` where not usable. ``constant``: the output reaches the inputs only through constant routes
+    (floor, sign, comparisons), so the trace proves its derivative 0. ``files``: the model's source
+    files, named in notes by their path from the working directory."""
     try:
         t = tracing.trace(fn, {k: np.array(v) for k, v in base.items()}, list(wrt), output)
     except Exception as exc:  # noqa: BLE001 - a tracer failure is a note, never the user's fault
         notes.append(f"tracing failed ({type(exc).__name__}: {exc}); finite differences used")
-        return None
-    problems = list(getattr(t, "problems", []) or [])
-    if not getattr(t, "ok", False):
+        return None, False
+    details = list(getattr(t, "problem_details", None) or [])
+    # each problem names its own file; the lines about problems after the output, the model's files
+    own = {str(p): _with_paths(str(p), [getattr(p, "file", "")]) for p in details}
+    problems = [own.get(p) or _with_paths(p, files) for p in getattr(t, "problems", []) or []]
+    # an untraced output with nothing cut or refused on the way: no differentiable route reached it
+    constant = not getattr(t, "ok", False) and hasattr(t, "problem_details") and not details
+    if not getattr(t, "ok", False) and not constant:
         notes.extend(problems or ["tracing failed"])
         notes.append("traced AD not used; finite differences used")
-        return None
-    notes.extend(problems)
-    notes.extend(getattr(t, "notes", []) or [])
+        return None, False
+    if not constant:
+        notes.extend(problems)
+    notes.extend(_with_paths(n, files) for n in getattr(t, "notes", []) or [])
     try:
         tv = np.asarray(t.value, dtype=np.float64).ravel()
     except Exception:  # noqa: BLE001
@@ -288,5 +311,28 @@ def _traced_ad(fn, base: dict, wrt, output, f0: np.ndarray, notes: list):
     if tv is None or tv.shape != f0.shape or not np.all(np.abs(tv - f0) <= 1e-9 * size):
         notes.append("the traced value differs from the function's value (something cut the trace, e.g. "
                      "np.asarray or float()); traced AD not used, finite differences used")
-        return None
-    return t
+        return None, False
+    return t, constant
+
+
+def _with_paths(text: str, files) -> str:
+    """``text`` with ``(layers.py:12)`` written as the path from the working directory
+    (``(models/a/layers.py:12)``) for each of ``files``: several model files may share a name."""
+    for f in files:
+        shown = display_path(f) if f else f
+        if shown != os.path.basename(f):
+            text = text.replace(f"({os.path.basename(f)}:", f"({shown}:")
+    return text
+
+
+def _source_files(spec) -> set:
+    """The files the functions under test were defined in."""
+    out = set()
+    for f in (spec.fn, spec.grad, spec.vjp, spec.hvp):
+        try:
+            code = getattr(inspect.unwrap(f), "__code__", None) if callable(f) else None
+        except ValueError:  # a __wrapped__ cycle
+            code = None
+        if code is not None:
+            out.add(code.co_filename)
+    return out

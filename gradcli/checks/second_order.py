@@ -24,6 +24,9 @@ vjp):
   not decide (and then decides it), and always when AD is unavailable (a slope of 2 then fails).
 
 Element comparisons use the first-order tolerance (``judge``) with the two estimates' errors added.
+Where the whole reference is 0 to its error (a piecewise-linear f, whose Hessian is 0 almost
+everywhere), the scale of the relative tolerance is the gradient's size instead of the reference's own,
+which would be 0 and leave correct code undecidable.
 """
 from __future__ import annotations
 
@@ -33,8 +36,10 @@ from gradcli import trace as tracing
 from gradcli.checks import numeric as num
 from gradcli.checks import taylor
 from gradcli.checks.compare import judge, typical_by_input
+from gradcli.checks.findings import count_text, worst_entries
 from gradcli.checks.context import (
-    DIRECTIONS, MAX_MISMATCHES, CheckContext, Outcome, Verdict, at_text, mismatch, summarize)
+    DIRECTIONS, CheckContext, Outcome, Verdict, at_text, badness, mismatch, summarize)
+from gradcli.core.constants import CHECK_ESTIMATE_SAFETY
 from gradcli.checks.under_test import user_hvp
 
 
@@ -78,27 +83,36 @@ def _field(ctx, field, w):
 
 
 def _derivatives(ctx, fn, dirs):
-    """d/dt field(x + t v) for each v -> (values (K, n), errors (K, n), kink (K, n)) or None."""
+    """d/dt field(x + t v) for each v -> (values (K, n), errors (K, n), kink (K, n), field at x (n,)) or None."""
     g0 = fn.at({})
     if g0 is None or g0.size != ctx.n or not np.all(np.isfinite(g0)):
         return None
     ests = [num.directional(fn, g0, v, ctx.step, ctx.rtol / 10) for v in dirs]
     return (np.stack([e.value for e in ests]), np.stack([e.error for e in ests]),
-            np.stack([e.kink for e in ests]))
+            np.stack([e.kink for e in ests]), g0)
 
 
-def _disagreement(ctx, what, ref_text, got, ref, err, k_label="random direction"):
-    """-> (failing Outcome or None, undecided: bool) for ``got`` against ``ref`` element by element."""
+def zero_within_error(ref, err) -> bool:
+    """Every entry of ``ref`` is 0 to its own error estimate (or not finite)."""
+    return bool(np.all(~np.isfinite(ref) | (np.abs(ref) <= CHECK_ESTIMATE_SAFETY * err)))
+
+
+def _disagreement(ctx, what, ref_text, got, ref, err, zero_scale, k_label="random direction"):
+    """-> (failing Outcome or None, undecided: bool) for ``got`` against ``ref`` element by element.
+
+    Where the whole reference is 0 to its error (a piecewise-linear f: its Hessian is 0 almost
+    everywhere), its own size is no scale: ``zero_scale`` (the gradient's, per entry) is."""
     typ = typical_by_input(ctx, ref)
+    if zero_within_error(ref, err):
+        typ = np.fmax(typ, zero_scale)
     diff, tol, bad, und, live = judge(ctx, got, ref, err, typ)
     if not bad.any():
         return None, bool(und.any())
-    order = np.argsort(-np.where(bad, diff / np.where(tol > 0, tol, 1.0), -1.0), axis=None)
-    found = [mismatch(ctx, int(np.unravel_index(i, bad.shape)[1]),
-                      ref[np.unravel_index(i, bad.shape)], got[np.unravel_index(i, bad.shape)])
-             for i in order[:min(MAX_MISMATCHES, int(bad.sum()))]]
+    score = badness(diff, tol, bad)
+    picks = [np.unravel_index(i, bad.shape) for i in worst_entries(score, ctx.input_of(np.arange(ctx.n))[None])]
+    found = [mismatch(ctx, int(k), ref[j, k], got[j, k]) for j, k in picks]
     m = found[0]
-    j = int(np.unravel_index(order[0], bad.shape)[0])
+    j = int(picks[0][0])
     with np.errstate(all="ignore"):
         rel = np.where(ref != 0, diff / np.abs(ref), np.where(diff == 0, 0.0, np.inf))
     max_abs = float(np.max(diff[live])) if live.any() else None
@@ -106,7 +120,7 @@ def _disagreement(ctx, what, ref_text, got, ref, err, k_label="random direction"
     max_rel = float(fin.max()) if fin.size else None
     message = (f"second order: {what} disagrees with {ref_text} at {at_text(m.input, m.index)} ({k_label} {j}): "
                f"expected {m.expected:.8g}, got {m.got:.8g} (rel error {m.rel_error:.2g}); "
-               f"{int(bad.sum())} of {int(live.sum())} entries wrong")
+               f"{count_text(ctx, bad, live, ctx.input_of(np.arange(ctx.n)))}")
     return Outcome(verdict=Verdict("fail", message), mismatches=tuple(found), errors=(max_abs, max_rel)), False
 
 
@@ -136,7 +150,9 @@ def check_second_order(ctx: CheckContext, reference: str) -> Outcome:
     if hg is None:
         return outcome(Verdict("fail", "second order: the gradient under test raised or is not finite at the "
                                        "inputs in float64"), stop=True)
-    hg_v, hg_e, hg_k = hg
+    hg_v, hg_e, hg_k, g0 = hg
+    # the gradient's own size per entry: the scale of H v where the Hessian is 0 (see _disagreement)
+    zero_scale = typical_by_input(ctx, g0[None])
     if hg_k.any():
         return outcome(Verdict("nondifferentiable", "second order: the gradient has a kink at the inputs along a "
                                                     "random direction (e.g. a ReLU at 0): the Hessian does not "
@@ -153,9 +169,9 @@ def check_second_order(ctx: CheckContext, reference: str) -> Outcome:
 
     # 1. the gradient field against AD
     if ad is not None:
-        ad_v, ad_e, _ = ad
+        ad_v, ad_e = ad[0], ad[1]
         failed, unsure = _disagreement(ctx, under, "the derivative of gradcli's AD gradient (the Hessian)", hg_v,
-                                       ad_v, hg_e + ad_e)
+                                       ad_v, hg_e + ad_e, zero_scale)
         if failed is not None:
             summary["checks"]["gradient_field"] = "mismatch"
             methods["hvp_of_gradient"] = summarize("hvp_of_gradient", "mismatch", np.abs(hg_v - ad_v))
@@ -173,7 +189,10 @@ def check_second_order(ctx: CheckContext, reference: str) -> Outcome:
     b = np.array([[hg_v[i] @ vflat[j] for i, j in pairs]])
     e = np.array([[np.abs(vflat[i]) @ hg_e[j] + hg_e[i] @ np.abs(vflat[j]) for i, j in pairs]])
     rss = np.array([[np.sqrt(np.sum((vflat[i] * hg_v[j]) ** 2)) for i, j in pairs]])
-    diff, tol, bad, und, live = judge(ctx, a, b, e, np.fmax(np.median(np.abs(b)), rss))
+    typical = np.fmax(np.median(np.abs(b)), rss)
+    if zero_within_error(hg_v, hg_e):  # H = 0: <v, Hv> is measured against <v, g>
+        typical = np.fmax(typical, [[np.sqrt(np.sum((vflat[i] * zero_scale[0]) ** 2)) for i, j in pairs]])
+    diff, tol, bad, und, live = judge(ctx, a, b, e, typical)
     if bad.any():
         k = int(np.argmax(np.where(bad[0], diff[0] / tol[0], -1)))
         i, j = pairs[k]
@@ -200,7 +219,7 @@ def check_second_order(ctx: CheckContext, reference: str) -> Outcome:
             ref, err, ref_text = ad[0], ad[1], "the derivative of gradcli's AD gradient (the Hessian)"
         else:
             ref, err, ref_text = hg_v, hg_e, "the derivative of the hand-written gradient"
-        failed, unsure = _disagreement(ctx, "the hand-written hvp", ref_text, got, ref, err)
+        failed, unsure = _disagreement(ctx, "the hand-written hvp", ref_text, got, ref, err, zero_scale)
         if failed is not None:
             summary["checks"]["hvp"] = "mismatch"
             methods["hand_written_hvp"] = summarize("hand_written_hvp", "mismatch", np.abs(got - ref))

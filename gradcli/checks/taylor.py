@@ -23,7 +23,12 @@ slope 2 down to h ~ 1e-3 and slope 1 below it. So the verdict is read at the **s
 
 Verdicts: order 1: slope ~2 ``right``, ~1 ``wrong``; order 2: ~3 ``right``, ~2 or ~1 ``wrong``; no run
 ``undetermined``. A remainder at rounding level at every step means phi is exactly linear (order 1) or
-quadratic (order 2) along v and the gradient (Hv) reproduces it: ``right`` with no slope.
+quadratic (order 2) along v and the gradient (Hv) reproduces it: ``right`` with no slope. So does a
+remainder that falls from well above the floor to rounding level at every smaller step, faster than any
+power the test classifies (EXACT_DROP): phi is piecewise linear (quadratic) along v, the larger steps
+reach across a kink or jump, and below it the gradient (Hv) reproduces phi exactly. An error e in
+<g, v> would fade into rounding like h e, never at once, so it cannot look like this above the
+resolution that verdict states.
 
 The test's resolution is the smallest step it can use: an error in <g, v> below about
 r(h_min) / h_min cannot show. The runner reports that figure with each verdict.
@@ -43,6 +48,8 @@ FLOOR_FACTOR = 30.0  # a point counts when its remainder is this far above the r
 BAND = 0.5  # a local slope within BAND of p is of class p
 MIN_PAIRS = 3  # a run of at least this many neighbouring pairs (4 points) can decide
 GRAD_ROUNDING = 100.0  # the gradient under test may be off by this many ulp of its dtype in <g, v>
+#: A fall into rounding level steeper than slope order + EXACT_DROP is a kink left behind, not a fading term.
+EXACT_DROP = 2.0
 
 
 @dataclass
@@ -65,6 +72,9 @@ def fit(h: np.ndarray, r: np.ndarray, floor: np.ndarray, order: int):
     if not usable.any():
         exact = np.isfinite(r).sum() >= len(r) // 2
         return None, (0 if exact else None), None, None, usable
+    tail = exact_tail(h, r, floor, usable, order)
+    if tail is not None:
+        return None, 0, tail, None, usable
     classes = tuple(range(order + 1, 0, -1))
     runs, cur = [], None
     for i in range(len(h) - 1):
@@ -87,6 +97,23 @@ def fit(h: np.ndarray, r: np.ndarray, floor: np.ndarray, order: int):
     pts = np.arange(a, b + 1)
     slope = float(np.polyfit(np.log(h[pts]), np.log(r[pts]), 1)[0])
     return slope, cls, a, b, usable
+
+
+def exact_tail(h, r, floor, usable, order: int):
+    """The first of the smallest steps where the remainder is at rounding level, when at least
+    MIN_PAIRS + 1 steps end the sweep so and the remainder falls into them faster than h^(order +
+    EXACT_DROP) from one or two steps above; else None. See the module docstring."""
+    last = int(np.flatnonzero(usable)[-1])
+    a = last + 1
+    if len(r) - a < MIN_PAIRS + 1 or not np.all(np.isfinite(r[a:])):
+        return None
+    for i in (last, last - 1):
+        if i >= 0 and usable[i]:
+            with np.errstate(divide="ignore"):
+                drop = np.log(r[i] / floor[a]) / np.log(h[i] / h[a])
+            if drop > order + EXACT_DROP:
+                return a
+    return None
 
 
 def taylor_test(check: CheckContext, order: int = 1, hvp=None):
@@ -135,9 +162,18 @@ def taylor_test(check: CheckContext, order: int = 1, hvp=None):
     right_cls = order + 1
     if cls == 0:
         shape = "linear" if order == 1 else "quadratic"
-        return TaylorResult(order, None, "right", f"the remainder is at rounding level at every step: phi is "
-                            f"{shape} along v and the {'gradient' if order == 1 else 'Hv'} reproduces it exactly",
-                            steps)
+        what = "gradient" if order == 1 else "Hv"
+        if a is None:
+            return TaylorResult(order, None, "right", f"the remainder is at rounding level at every step: phi is "
+                                f"{shape} along v and the {what} reproduces it exactly", steps)
+        # below h[a] an error term h^order e / order! would have stood above the floor
+        bound = float(floor[a] / h[a] ** order) * (2 if order == 2 else 1)
+        res = bound / max(abs(gv), 2 * abs(quad) if order == 2 else 0.0, 1e-300)
+        term = "<g, v>" if order == 1 else "<v, Hv> (relative to max(|<g, v>|, |<v, Hv>|))"
+        return TaylorResult(order, None, "right", f"the remainder falls to rounding level at once at h = "
+                            f"2^-{a + 1} (a kink or jump along v, farther off) and stays there down to 2^-{STEPS}: phi "
+                            f"is piecewise {shape} along v and the {what} reproduces it there; an error in {term} "
+                            f"above ~{res:.1g} relative would have shown", steps, res)
     if cls is None:
         why = ("no step leaves a remainder above the rounding floor" if not usable.any() else
                f"no {MIN_PAIRS + 1} neighbouring steps share a slope near "

@@ -79,10 +79,11 @@ def normalize(ctx: CheckContext, res, what: str):
     if isinstance(res, dict):
         unknown = [k for k in res if k not in ctx.inputs]
         if unknown:
-            return Verdict("fail", f"{what} returned a gradient for {unknown[0]!r}, which is not an input")
+            return Verdict("fail", f"{what} returned a gradient for {_names(unknown)}, which "
+                                   f"{'is not an input' if len(unknown) == 1 else 'are not inputs'}")
         missing = [k for k in wrt if k not in res]
         if missing:
-            return Verdict("fail", f"{what} returned no gradient for {missing[0]!r} (expected one for each of: "
+            return Verdict("fail", f"{what} returned no gradient for {_names(missing)} (expected one for each of: "
                                    f"{names})")
         items = [res[k] for k in wrt]
     elif isinstance(res, (tuple, list)) and not (len(wrt) == 1 and _is_array_like_list(res, ctx.shapes[wrt[0]])):
@@ -96,7 +97,7 @@ def normalize(ctx: CheckContext, res, what: str):
     else:
         return Verdict("fail", f"{what} returned a single {type(res).__name__} for {len(wrt)} inputs ({names}): "
                                "return one per input (a tuple in parameter order, or a dict by name)")
-    out = {}
+    out, wrong = {}, []
     for k, g in zip(wrt, items):
         if np.iscomplexobj(g) and np.any(np.imag(g) != 0):
             # float64 would drop the imaginary part (with a ComplexWarning) and pass what is wrong
@@ -107,10 +108,15 @@ def normalize(ctx: CheckContext, res, what: str):
         except (TypeError, ValueError) as exc:
             return Verdict("fail", f"{what}: the gradient for {k!r} is not a numeric array ({exc})")
         if a.shape != ctx.shapes[k]:
-            return Verdict("fail", f"{what}: the gradient for {k!r} has shape {a.shape}, but {k} has shape "
-                                   f"{ctx.shapes[k]}")
+            wrong.append(f"the gradient for {k!r} has shape {a.shape}, but {k} has shape {ctx.shapes[k]}")
         out[k] = a
+    if wrong:  # every one of them: fixing the first must not reveal the next
+        return Verdict("fail", f"{what}: " + "; ".join(wrong))
     return out
+
+
+def _names(keys) -> str:
+    return ", ".join(repr(k) for k in keys)
 
 
 def _is_array_like_list(res, shape) -> bool:

@@ -2,6 +2,7 @@
 and a summary line. ``result_text`` is the same detail as plain text (JUnit, pytest)."""
 from __future__ import annotations
 
+import math
 
 from gradcli.render.screen import Group, Table, Text
 from gradcli.checks.result import CheckReport, CheckResult
@@ -83,8 +84,7 @@ def render_details(r: CheckResult) -> Group:
             table.add_column(col, justify="left" if col in ("input", "index", "output") else "right")
         for m in r.mismatches[:MAX_SHOWN]:
             row = [m.input, fmt_index(m.index)] + ([fmt_index(m.output_index)] if jac else [])
-            row += [fmt_number(m.expected), Text(fmt_number(m.got), style="red"), fmt_error(m.abs_error) or "—",
-                    fmt_error(m.rel_error) or "—"]
+            row += [_value(m.expected), Text(_value(m.got), style="red"), _error(m.abs_error), _error(m.rel_error)]
             table.add_row(*row)
         parts.append(table)
     methods = _methods_text(r)
@@ -119,6 +119,15 @@ def _methods_text(r: CheckResult) -> Text | None:
         t.append("\n")
     t.rstrip()
     return t
+
+
+def _value(v) -> str:
+    """A worst element's number; a NaN the gradient under test returned is shown, not blanked."""
+    return "nan" if isinstance(v, float) and math.isnan(v) else fmt_number(v)
+
+
+def _error(e) -> str:
+    return "nan" if isinstance(e, float) and math.isnan(e) else fmt_error(e) or "—"
 
 
 def fmt_index(index) -> str:
@@ -163,8 +172,7 @@ def result_text(r: CheckResult) -> str:
         rows = [["input", "index"] + (["output"] if jac else []) + ["expected", "got", "abs error", "rel error"]]
         for m in r.mismatches[:MAX_SHOWN]:
             rows.append([m.input, fmt_index(m.index)] + ([fmt_index(m.output_index)] if jac else [])
-                        + [fmt_number(m.expected), fmt_number(m.got), fmt_error(m.abs_error) or "—",
-                           fmt_error(m.rel_error) or "—"])
+                        + [_value(m.expected), _value(m.got), _error(m.abs_error), _error(m.rel_error)])
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
     methods = _methods_text(r)

@@ -32,10 +32,10 @@ def classname(file: str) -> str:
 
 
 def junit_xml(report: CheckReport, seconds: float = 0.0) -> str:
-    summary = report.summary()
-    failures = sum(1 for c in report.checks if c.status in ("fail", "inconclusive"))
-    errors = summary["errors"] + len(report.errors)
-    skipped = sum(1 for c in report.checks if c.status in ("skipped", "nondifferentiable", "undefined"))
+    summary = report.summary()  # the --json summary: JUnit's counts are made of the same numbers
+    failures = summary["failed"] + summary["inconclusive"]
+    errors = summary["errors"]  # with the files that could not be collected
+    skipped = summary["skipped"] + summary["nondifferentiable"] + summary["undefined"]
     suites = ET.Element("testsuites", name="gradcli check", tests=str(len(report.checks) + len(report.errors)),
                         failures=str(failures), errors=str(errors), skipped=str(skipped), time=f"{seconds:.3f}")
     suite = ET.SubElement(suites, "testsuite", name="gradcli check",

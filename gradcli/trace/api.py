@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from gradcli.trace.array import Traced, lift
+from gradcli.trace.substitution import tracing
 from gradcli.trace.tape import Problem, Tape
 
 
@@ -65,6 +66,8 @@ class Trace:
         out = {}
         for n in self.wrt:
             a = grads.get(self._ids[n])
+            if a is not None and self._dtype(n).kind != "c":
+                a = np.real(a)  # a real input's cotangent is the real part of what reaches it
             out[n] = self._zeros(n) if a is None else np.array(np.broadcast_to(a, self._shapes[n]),
                                                                dtype=np.result_type(self._dtype(n), a))
         return out
@@ -108,7 +111,8 @@ def trace(fn, inputs: dict, wrt: list[str], output: int | None = None) -> Trace:
         value = np.array(inputs[name])  # a copy: the user's function must not see our saved values change
         ids[name] = tape.add((), None, None, value.shape, value.dtype)
         args[name] = Traced(value, ids[name], tape)
-    result = fn(**args)
+    with tracing(fn):  # np.array of lists and scipy's python-level functions route traced values
+        result = fn(**args)
     if isinstance(result, (tuple, list)):
         result = result[0 if output is None else output]
     elif output not in (None, 0):

@@ -5,9 +5,11 @@ numpy hands every ufunc call to ``__array_ufunc__`` and every other public funct
 so all of them meet the one routing table (:mod:`gradcli.trace.routing`). What the table does not know
 is *not traceable*: it is computed on plain values, returned untraced and recorded as a problem, so
 the user's code keeps running and the check can fall back to numerics. Conversions that leave the
-trace silently (``np.asarray``, ``float()``, ``.item()``) return plain values and are recorded as cuts.
+trace silently (``np.asarray``, ``float()``, ``.item()``) return plain values and are recorded as cuts;
+conversions to an integer dtype (``int()``, ``np.int64(x)``) carry no derivative and cut nothing.
 """
 from __future__ import annotations
+
 
 import numpy as np
 
@@ -57,8 +59,9 @@ class Traced:
         return dispatch(func, func, args, kwargs, f"{mod}.{func.__name__}")
 
     def __array__(self, dtype=None, copy=None):
-        file, line = user_frame()
-        self._tape.problem("cut", cut_name(file, line))
+        if dtype is None or np.dtype(dtype).kind not in "biu":  # integers: piecewise constant, no cut
+            file, line = user_frame()
+            self._tape.problem("cut", cut_name(file, line))
         v = self._value if dtype is None else self._value.astype(dtype)
         return v.copy() if copy else v
 
@@ -67,7 +70,7 @@ class Traced:
         return convert(self._value)
 
     def __float__(self): return self._cut("float()", float)
-    def __int__(self): return self._cut("int()", int)
+    def __int__(self): return int(self._value)  # as astype(int): piecewise constant, zero derivative
     def __complex__(self): return self._cut("complex()", complex)
     def item(self, *args): return self._cut("x.item()", lambda v: v.item(*args))
     def tolist(self): return self._cut("x.tolist()", lambda v: v.tolist())
@@ -271,7 +274,7 @@ def dispatch(key, func, args, kwargs, name):
     if tape.shadows:
         args, kwargs = lift(tape, args), lift(tape, kwargs)
     route = ROUTES.get(key) if key is not None else None
-    if route is not None and route.kind == "differentiable":
+    if route is not None and route.impl is not None:  # differentiable, or a constant with conditions
         try:
             return route.impl(*args, **kwargs)
         except NotTraceable as e:
@@ -337,7 +340,9 @@ def setitem(x, key, v):
 
 
 def astype(a, dtype):
-    if dtype.kind not in "fc":  # int, bool: a constant (floor-like), derivative zero almost everywhere
+    if dtype.kind in "biu":  # int, bool: a constant (floor-like), derivative zero almost everywhere
         return a._value.astype(dtype)
+    if dtype.kind not in "fc":  # object, strings, dates: numbers leave the trace
+        return a._cut(f"x.astype({dtype})", lambda v: v.astype(dtype))
     src = a.dtype
     return record(a._value.astype(dtype), [a], lambda ts: ts[0].astype(dtype), lambda g: [g.astype(src)])

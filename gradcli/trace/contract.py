@@ -1,4 +1,4 @@
-"""Contractions and norms: einsum, tensordot, dot, inner, outer, matmul, trace, np.linalg.norm.
+"""Contractions and norms: einsum, tensordot, dot, inner, outer, matmul, trace, np.linalg's norms.
 
 They are multilinear: the jvp puts each operand's tangent in its place (one einsum per operand), the
 vjp contracts the cotangent with the other operands back to the operand's labels. Each node keeps the
@@ -11,7 +11,7 @@ import string
 import numpy as np
 
 from gradcli.trace.array import NotTraceable, Traced, record, value_of
-from gradcli.trace.linear import axes_of, expand, reduction, unbroadcast
+from gradcli.trace.linear import axes_of, conj, expand, for_parent, QUIET, reduction, unbroadcast, with_value
 
 
 # --- contractions -----------------------------------------------------------------------------------
@@ -42,7 +42,9 @@ def contract(value, subscripts, operands):
             sub, others = ins[i], [j for j in range(len(vals)) if j != i]
             seen = out + "".join(ins[j] for j in others)
             uniq = "".join(dict.fromkeys(c for c in sub if c in seen))
-            r = np.einsum(",".join([out] + [ins[j] for j in others]) + "->" + uniq, g, *[vals[j] for j in others])
+            # multilinear: the adjoint contracts g with the other operands' conjugates (linear.py)
+            r = np.einsum(",".join([out] + [ins[j] for j in others]) + "->" + uniq, g,
+                          *[conj(vals[j]) for j in others])
             # labels only this operand has were summed away: broadcast back over them
             full = "".join(dict.fromkeys(sub))
             r = np.transpose(r, [uniq.index(c) for c in full if c in uniq])
@@ -52,7 +54,7 @@ def contract(value, subscripts, operands):
                 z = np.zeros(np.shape(vals[i]), np.result_type(r, vals[i]))
                 np.einsum(sub + "->" + full, z)[...] = r
                 r = z
-            res.append(r)
+            res.append(for_parent(r, np.asarray(vals[i]).dtype))
         return res
 
     return record(value, [operands[i] for i in idx], jvp, vjp)
@@ -80,10 +82,23 @@ def _explicit(subscripts, shapes):
     return ",".join(ins) + "->" + out
 
 
-def einsum_rule(subscripts, *operands, out=None, **kwargs):
-    if not isinstance(subscripts, str) or out is not None:
-        raise NotTraceable("operand-list form" if out is None else "out=")
-    value = np.einsum(subscripts, *[value_of(o) for o in operands], **kwargs)
+def einsum_rule(*operands, out=None, **kwargs):
+    if out is not None:
+        raise NotTraceable("out=")
+    value = np.einsum(*[value_of(o) for o in operands], **kwargs)
+    if isinstance(operands[0], str):
+        subscripts, operands = operands[0], operands[1:]
+    else:  # the sublist form a, [0, 1], b, [1, 2], [0, 2]: labels 0-51 are A-Z, a-z, in numpy's order
+        letters = string.ascii_uppercase + string.ascii_lowercase
+
+        def word(sub):
+            return "".join("..." if k is Ellipsis else letters[k] for k in sub)
+
+        pairs = len(operands) // 2
+        subscripts = ",".join(word(s) for s in operands[1:2 * pairs:2])
+        if len(operands) % 2:
+            subscripts += "->" + word(operands[-1])
+        operands = operands[0:2 * pairs:2]
     return contract(value, _explicit(subscripts, [np.shape(value_of(o)) for o in operands]), operands)
 
 
@@ -109,12 +124,7 @@ def dot_rule(a, b, out=None):
         return np.multiply(a, b)
     # dot sums the last axis of a against the second-to-last of b (the only one when b is 1-D)
     nb = np.ndim(value_of(b))
-    return _with_value(tensordot_rule(a, b, ([-1], [max(nb - 2, 0)])), np.dot(value_of(a), value_of(b)))
-
-
-def _with_value(node, value):
-    node._value = np.asarray(value)  # the call's own value (its summation order); same derivative
-    return node
+    return with_value(tensordot_rule(a, b, ([-1], [max(nb - 2, 0)])), np.dot(value_of(a), value_of(b)))
 
 
 def outer_rule(a, b, out=None):
@@ -126,7 +136,9 @@ def outer_rule(a, b, out=None):
 
 
 def inner_rule(a, b):
-    return _with_value(tensordot_rule(a, b, ([-1], [-1])), np.inner(value_of(a), value_of(b)))
+    if np.ndim(value_of(a)) == 0 or np.ndim(value_of(b)) == 0:  # a scalar scales the other operand
+        return np.multiply(a, b)
+    return with_value(tensordot_rule(a, b, ([-1], [-1])), np.inner(value_of(a), value_of(b)))
 
 
 def matmul_rule(a, b, **kwargs):
@@ -164,39 +176,89 @@ def matmul_rule(a, b, **kwargs):
     def vjp(g):
         g2, res = lift(g), []
         if isinstance(a, Traced):
-            res.append(unbroadcast(np.matmul(g2, np.swapaxes(b2, -1, -2)), a2.shape).reshape(sa))
+            ga = unbroadcast(np.matmul(g2, np.swapaxes(conj(b2), -1, -2)), a2.shape).reshape(sa)
+            res.append(for_parent(ga, a.dtype))
         if isinstance(b, Traced):
-            res.append(unbroadcast(np.matmul(np.swapaxes(a2, -1, -2), g2), b2.shape).reshape(sb))
+            gb = unbroadcast(np.matmul(np.swapaxes(conj(a2), -1, -2), g2), b2.shape).reshape(sb)
+            res.append(for_parent(gb, b.dtype))
         return res
 
     return record(value, [p for p in (a, b) if isinstance(p, Traced)], jvp, vjp)
 
 
-# --- np.linalg.norm ----------------------------------------------------------------------------------
+# --- norms: np.linalg.norm, vector_norm, matrix_norm -------------------------------------------------
+def near(values):
+    """The gap (between singular or eigenvalues, or to zero), as a fraction of the largest, below which
+    it counts as none: vectors are computed to about eps/gap, so derivatives of size 1/gap to eps/gap^2,
+    no digit at all below sqrt(eps) of the values' dtype (also used by gradcli.trace.linalg)."""
+    return np.sqrt(np.finfo(values.dtype).eps)
+
+
+def _vector_weights(v, value, p, axes, keepdims):
+    """w with d norm = sum(w * dx) over ``axes``, for the vector p-norm (its real part for complex x)."""
+    if p == 0:
+        return np.zeros(v.shape, np.result_type(value))  # the count of nonzeros: piecewise constant
+    if np.iscomplexobj(v) and p != 2:
+        raise NotTraceable(f"ord={p!r} of a complex array")
+    kept = expand(value, v.shape, axes, keepdims)
+    with np.errstate(**QUIET):  # a zero vector (a zero entry, for p < 1) is a kink: inf or NaN, on purpose
+        if p == 2:
+            return np.conjugate(v) / kept
+        if p in (np.inf, -np.inf):  # the extreme entries share the derivative, as np.max's ties do
+            hit = np.abs(v) == kept
+            return np.sign(v) * hit / np.sum(hit, axis=axes, keepdims=True, dtype=v.dtype)
+        return np.sign(v) * (np.abs(v) / kept) ** (p - 1)
+
+
+def _matrix_weights(v, ord, axis):
+    """w with d norm = sum(w * dx) over the two ``axis`` (rows, columns), ord not None or 'fro'."""
+    r, c = (ax % v.ndim for ax in axis)
+    x = np.moveaxis(v, (r, c), (-2, -1))
+    if np.iscomplexobj(x):
+        raise NotTraceable(f"ord={ord!r} of a complex matrix")
+    if ord in ("nuc", 2, -2):  # d sum(s) = U V^T; d s_i = u_i v_i^T where s_i is apart from the others
+        u, s, vt = np.linalg.svd(x, full_matrices=False)
+        tol = near(s) * s[..., :1]
+        gap = s[..., :1] - s[..., 1:2] if ord == 2 else s[..., -2:-1] - s[..., -1:]
+        if np.any(s[..., :1] == 0) or ord != 2 and np.any(s[..., -1:] <= tol):
+            raise NotTraceable(f"ord={ord!r} at a zero singular value")
+        if ord != "nuc" and np.any(gap <= tol):
+            raise NotTraceable(f"ord={ord!r} at a repeated singular value")
+        pick = slice(None) if ord == "nuc" else slice(0, 1) if ord == 2 else slice(-1, None)
+        w = u[..., :, pick] @ vt[..., pick, :]
+    else:  # 1, -1: the largest, smallest absolute column sum; inf, -inf: row sum. Ties share, as np.max's
+        ax = -2 if ord in (1, -1) else -1
+        sums = np.sum(np.abs(x), axis=ax, keepdims=True)
+        hit = sums == (np.max if ord > 0 else np.min)(sums, axis=-3 - ax, keepdims=True)
+        w = np.sign(x) * hit / np.sum(hit, axis=-3 - ax, keepdims=True, dtype=x.dtype)
+    return np.moveaxis(w, (-2, -1), (r, c))
+
+
 def norm_rule(x, ord=None, axis=None, keepdims=False):
     v = x._value
     value = np.linalg.norm(v, ord=ord, axis=axis, keepdims=keepdims)
-    nax = v.ndim if axis is None else (1 if np.isscalar(axis) else len(axis))
     axes = axes_of(axis, v.ndim)
-    if ord is None and axis is None or nax == 1 and ord in (None, 2) or nax == 2 and ord in (None, "fro"):
-        kept = expand(value, v.shape, axes, keepdims)
-        with np.errstate(divide="ignore", invalid="ignore"):  # norm 0 is a kink
-            w = np.conjugate(v) / kept if np.iscomplexobj(v) else v / kept
-    elif nax == 1 and ord == 1 and not np.iscomplexobj(v):
-        w = np.sign(v)
-    elif nax == 1 and ord in (np.inf, -np.inf) and not np.iscomplexobj(v):
-        hit = np.abs(v) == expand(value, v.shape, axes, keepdims)
-        w = np.sign(v) * hit / np.sum(hit, axis=axes, keepdims=True)
-    elif nax == 2 and ord == 2 and v.ndim == 2 and not np.iscomplexobj(v):
-        u, s, vt = np.linalg.svd(v)
-        w = np.outer(u[:, 0], vt[0])  # d sigma_max = u1^T dA v1 (a kink where sigma_1 = sigma_2)
-    else:
-        raise NotTraceable(f"ord={ord!r}")
-    return reduction(x, axes if axis is not None else None, keepdims, value, w)
+    if len(axes) == 2 and ord not in (None, "fro"):
+        w = _matrix_weights(v, ord, (0, 1) if axis is None else axis)
+    else:  # a vector norm; None and 'fro' are the 2-norm of the axes flattened
+        w = _vector_weights(v, value, 2 if ord in (None, "fro") else ord, axes, keepdims)
+    return reduction(x, axes, keepdims, value, w)
+
+
+def vector_norm_rule(x, /, *, axis=None, keepdims=False, ord=2):
+    v = x._value
+    value = np.linalg.vector_norm(v, axis=axis, keepdims=keepdims, ord=ord)
+    axes = axes_of(axis, v.ndim)
+    return reduction(x, axes, keepdims, value, _vector_weights(v, value, ord, axes, keepdims))
+
+
+def matrix_norm_rule(x, /, *, keepdims=False, ord="fro"):
+    value = np.linalg.matrix_norm(x._value, keepdims=keepdims, ord=ord)
+    return with_value(norm_rule(x, ord, (-2, -1), keepdims), value)
 
 
 def trace_rule(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     if out is not None:
         raise NotTraceable("out=")
     node = np.sum(np.diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
-    return _with_value(node, np.trace(a._value, offset, axis1, axis2, dtype=dtype))
+    return with_value(node, np.trace(a._value, offset, axis1, axis2, dtype=dtype))

@@ -1,7 +1,396 @@
-"""Differentiation rules: linalg (filled in by its own work; registered by gradcli.trace.routing)."""
+"""Differentiation rules for numpy.linalg (its norms are in :mod:`gradcli.trace.contract`).
+
+Real inputs, stacked ``(..., m, n)`` wherever numpy stacks. Each rule keeps numpy's own value and records
+one node per differentiable output of a tuple (numpy's own tuple type), so an output the user never reads
+costs nothing. Where a derivative does not exist (repeated eigen- or singular values, a rank-deficient
+matrix, log|det| of a singular one) the call is refused: the check falls back to numerics. The formulas:
+M. Giles, "An extended collection of matrix derivative results for forward and reverse mode AD" (2008);
+J. Townsend, "Differentiating the singular value decomposition" (2016); I. Murray, "Differentiation of
+the Cholesky decomposition" (2016); H.-J. Liao et al., "Differentiable programming tensor networks"
+(2019) for QR; G. Golub and V. Pereyra, "The differentiation of pseudo-inverses" (1973).
+"""
 from __future__ import annotations
+
+import functools
+import inspect
+import operator
+
+import numpy as np
+
+from gradcli.trace.array import NotTraceable, Traced, record, value_of
+from gradcli.trace.contract import matrix_norm_rule, near, vector_norm_rule
+from gradcli.trace.linear import unbroadcast, with_value
+
+# numpy 2 reads solve's b as a vector only when it is 1-D; numpy 1 when it has one axis fewer than a
+_NUMPY2 = np.lib.NumpyVersion(np.__version__) >= "2.0.0"
+
+
+def mT(x):
+    return np.swapaxes(x, -1, -2)
+
+
+def _plain(*xs):
+    """The values of real (or integer) matrix arguments; anything else is refused."""
+    vals = [np.asarray(value_of(x)) for x in xs]
+    for v in vals:
+        _refuse_if(v.dtype.kind not in "fiub", f"{v.dtype} input")
+    _refuse_if(vals[0].ndim >= 2 and min(vals[0].shape[-2:]) == 0, "an empty matrix")
+    return vals
+
+
+def _node(value, a, jvp, vjp):
+    """A node of one parent ``a``: jvp(t) and vjp(g) of its tangent and cotangent alone."""
+    return record(value, [a], lambda ts: jvp(ts[0]), lambda g: [vjp(np.asarray(g))])
+
+
+def _like(res, parts):
+    return type(res)(*parts) if hasattr(res, "_fields") else tuple(parts)
+
+
+def _refuse_if(cond, why):
+    if np.any(cond):
+        raise NotTraceable(why)
+
+
+def _separated(w, what):
+    """Refuse sorted values ``w`` (..., k) that (nearly) repeat: their derivatives do not exist."""
+    scale = np.max(np.abs(w), axis=-1, keepdims=True)
+    _refuse_if(np.abs(np.diff(w, axis=-1)) <= near(w) * scale, f"repeated {what}")
+
+
+def _inverse_gaps(w):
+    """F[..., i, j] = 1 / (w_j - w_i) off the diagonal, 0 on it."""
+    eye = np.eye(w.shape[-1], dtype=bool)
+    return 1.0 / np.where(eye, np.inf, w[..., None, :] - w[..., :, None])
+
+
+def _sym(t, lower):
+    """The symmetric matrix LAPACK reads from one triangle of ``t`` (cholesky, eigh: UPLO)."""
+    tri, k = (np.tril, -1) if lower else (np.triu, 1)
+    return tri(t) + mT(tri(t, k))
+
+
+def _sym_adjoint(p, lower):
+    tri, k = (np.tril, -1) if lower else (np.triu, 1)
+    return tri(p) + tri(mT(p), k)
+
+
+# --- solve, inv, det, slogdet, matrix_power ----------------------------------------------------------
+def solve_rule(a, b):
+    av, bv = _plain(a, b)
+    x = np.linalg.solve(av, bv)
+    vec = bv.ndim == 1 if _NUMPY2 else bv.ndim == av.ndim - 1
+    x2, b2 = (x[..., None], bv.shape + (1,)) if vec else (x, bv.shape)
+    ta_on, tb_on = isinstance(a, Traced), isinstance(b, Traced)
+
+    def jvp(ts):  # dx = A^-1 (db - dA x)
+        ta = ts[0] if ta_on else None
+        tb = ts[-1] if tb_on else None
+        rhs = 0 if tb is None else np.reshape(tb, b2)
+        rhs = rhs if ta is None else rhs - ta @ x2
+        dx = np.linalg.solve(av, rhs)
+        return dx[..., 0] if vec else dx
+
+    def vjp(g):  # gb = A^-T g, gA = -gb x^T
+        gb = np.linalg.solve(mT(av), g[..., None] if vec else g)
+        return ([unbroadcast(-gb @ mT(x2), av.shape)] if ta_on else []) + \
+               ([unbroadcast(gb, b2).reshape(bv.shape)] if tb_on else [])
+
+    return record(x, [p for p in (a, b) if isinstance(p, Traced)], jvp, lambda g: vjp(np.asarray(g)))
+
+
+def inv_rule(a):
+    y = np.linalg.inv(_plain(a)[0])
+    return _node(y, a, lambda t: -(y @ t @ y), lambda g: -(mT(y) @ g @ mT(y)))
+
+
+def _cofactor(v):
+    """det(A) A^-T from the SVD, U adj(S) V^T det(U) det(V^T), so that it holds at a singular A too."""
+    u, s, vt = np.linalg.svd(v)
+    one = np.ones_like(s[..., :1])
+    before = np.cumprod(np.concatenate([one, s[..., :-1]], -1), -1)
+    after = np.cumprod(np.concatenate([one, s[..., :0:-1]], -1), -1)[..., ::-1]
+    sign = np.linalg.det(u) * np.linalg.det(vt)
+    return sign[..., None, None] * ((u * (before * after)[..., None, :]) @ vt)
+
+
+def det_rule(a):
+    v, = _plain(a)
+    cof = functools.cache(lambda: _cofactor(v))
+    return _node(np.linalg.det(v), a, lambda t: np.sum(cof() * t, axis=(-2, -1)),
+                 lambda g: g[..., None, None] * cof())
+
+
+def slogdet_rule(a):
+    v, = _plain(a)
+    res = np.linalg.slogdet(v)
+    _refuse_if(res[0] == 0, "a singular matrix: log|det| is -inf")
+    inv = functools.cache(lambda: np.linalg.inv(v))
+    logdet = _node(res[1], a, lambda t: np.trace(np.linalg.solve(v, t), axis1=-2, axis2=-1),
+                   lambda g: g[..., None, None] * mT(inv()))
+    return _like(res, [res[0], logdet])  # the sign is piecewise constant: plain
+
+
+def matrix_power_rule(a, n):
+    value = np.linalg.matrix_power(_plain(a)[0], n)
+    n = operator.index(n)
+    if n == 0:
+        return value  # the identity: a constant
+    z, n, out = (np.linalg.inv(a) if n < 0 else a), abs(n), None
+    while n:  # square and multiply on traced arrays: the nodes of matmul (and inv)
+        if n & 1:
+            out = z if out is None else out @ z
+        n >>= 1
+        if n:
+            z = z @ z
+    return with_value(np.copy(out) if out is a else out, value)
+
+
+def multi_dot_rule(arrays, *, out=None):
+    if out is not None:
+        raise NotTraceable("out=")
+    value = np.linalg.multi_dot([value_of(x) for x in arrays])
+    res = functools.reduce(np.dot, arrays)
+    return with_value(res, value) if isinstance(res, Traced) else res
+
+
+# --- factorizations ------------------------------------------------------------------------------------
+def cholesky_rule(a, *, upper=False):
+    v, = _plain(a)
+    c = np.linalg.cholesky(v, upper=True) if upper else np.linalg.cholesky(v)
+    # upper=True reads the upper triangle and returns U = L^T: the lower case on transposes
+    low, flip = (mT(c), mT) if upper else (c, lambda t: t)
+    half = 1 - 0.5 * np.eye(c.shape[-1], dtype=c.dtype)
+
+    def jvp(t):  # dL = L Phi(L^-1 dA L^-T), Phi: the lower triangle, half the diagonal (Murray)
+        x = mT(np.linalg.solve(low, mT(np.linalg.solve(low, _sym(flip(t), True)))))
+        return flip(low @ (np.tril(x) * half))
+
+    def vjp(g):  # the adjoint: L^-T Phi(L^T G) L^-1, read back onto the lower triangle
+        m = np.tril(mT(low) @ flip(g)) * half
+        p = mT(np.linalg.solve(mT(low), mT(np.linalg.solve(mT(low), m))))
+        return flip(_sym_adjoint(p, True))
+
+    return _node(c, a, jvp, vjp)
+
+
+def qr_rule(a, mode="reduced"):
+    v, = _plain(a)
+    res = np.linalg.qr(v, mode=mode)
+    m, n = v.shape[-2:]
+    _refuse_if(mode not in ("reduced", "complete", "r"), f"mode={mode!r}")
+    _refuse_if(m < n, "more columns than rows")
+    _refuse_if(mode == "complete" and m > n, "mode='complete' of a tall matrix: Q's last columns are arbitrary")
+    q, r = np.linalg.qr(v) if mode == "r" else res
+    diag = np.abs(np.diagonal(r, axis1=-2, axis2=-1))
+    _refuse_if(diag <= near(r) * np.max(np.abs(r), axis=(-2, -1))[..., None], "a rank-deficient matrix")
+
+    def parts(t):  # C = Q^T dA R^-1 = Omega + dR R^-1, Omega antisymmetric: dR R^-1 = C - Omega
+        dar = mT(np.linalg.solve(mT(r), mT(t)))
+        c = mT(q) @ dar
+        low = np.tril(c, -1)
+        return c - low + mT(low), dar
+
+    def back(gq, k):  # gA = (gQ + Q copyutl(K)) R^-T, K = gR R^T - Q^T gQ
+        x = q @ (np.triu(k) + mT(np.triu(k, 1))) + gq
+        return mT(np.linalg.solve(r, mT(x)))
+
+    r_node = _node(res if mode == "r" else r, a, lambda t: parts(t)[0] @ r, lambda g: back(0, g @ mT(r)))
+    if mode == "r":
+        return r_node
+
+    def q_jvp(t):  # dQ = (dA - Q dR) R^-1
+        up, dar = parts(t)
+        return dar - q @ up
+
+    return _like(res, [_node(q, a, q_jvp, lambda g: back(g, -(mT(q) @ g))), r_node])
+
+
+def _eig_nodes(a, w, vecs, lower, vectors):
+    """Nodes for the eigenvalues ``w`` (and ``vecs()``, the eigenvectors V) of the symmetric matrix read
+    from ``a``: with dS that matrix's tangent, dw_i = v_i^T dS v_i, dV = V (F o V^T dS V) (Giles 3.1)."""
+    _separated(w, "eigenvalues")
+
+    def w_jvp(t):
+        v = vecs()
+        return np.einsum("...ji,...jk,...ki->...i", v, _sym(t, lower), v)
+
+    def w_vjp(g):
+        v = vecs()
+        return _sym_adjoint((v * g[..., None, :]) @ mT(v), lower)
+
+    w_node = _node(w, a, w_jvp, w_vjp)
+    if not vectors:
+        return w_node
+    v, f = vecs(), _inverse_gaps(w)
+    return w_node, _node(v, a, lambda t: v @ (f * (mT(v) @ _sym(t, lower) @ v)),
+                         lambda g: _sym_adjoint(v @ (f * (mT(v) @ g)) @ mT(v), lower))
+
+
+def eigh_rule(a, UPLO="L"):
+    v, = _plain(a)
+    res = np.linalg.eigh(v, UPLO)
+    return _like(res, _eig_nodes(a, res[0], lambda: res[1], UPLO.upper() == "L", True))
+
+
+def eigvalsh_rule(a, UPLO="L"):
+    v, = _plain(a)
+    vecs = functools.cache(lambda: np.linalg.eigh(v, UPLO)[1])
+    return _eig_nodes(a, np.linalg.eigvalsh(v, UPLO), vecs, UPLO.upper() == "L", False)
+
+
+def _distinct_positive(s):
+    """Singular values are kinks where one is zero or two meet (the vectors jump there)."""
+    _refuse_if(s[..., -1] <= near(s) * s[..., 0], "a zero singular value (a rank-deficient matrix)")
+    _separated(s, "singular values")
+
+
+def _sv_node(a, s, uv):
+    """The singular values' node, ``uv()`` giving (U, V^T): ds_i = u_i^T dA v_i (Townsend)."""
+    def jvp(t):
+        u, vt = uv()
+        return np.einsum("...ji,...jk,...ik->...i", u, t, vt)
+
+    def vjp(g):
+        u, vt = uv()
+        return (u * g[..., None, :]) @ vt
+
+    return _node(s, a, jvp, vjp)
+
+
+def svd_rule(a, full_matrices=True, compute_uv=True, hermitian=False):
+    v, = _plain(a)
+    res = np.linalg.svd(v, full_matrices, compute_uv, hermitian)
+    m, n = v.shape[-2:]
+    _refuse_if(hermitian, "hermitian=True")
+    _refuse_if(compute_uv and full_matrices and m != n,
+               "full_matrices=True on a non-square matrix: the extra singular vectors are arbitrary")
+    s = res[1] if compute_uv else res
+    _distinct_positive(s)
+    if not compute_uv:
+        return _sv_node(a, s, functools.cache(lambda: np.linalg.svd(v, full_matrices=False)[::2]))
+    u, _, vt = res
+    vv, f = mT(vt), _inverse_gaps(s ** 2)  # F_ij = 1 / (s_j^2 - s_i^2)
+    row, col = s[..., None, :], s[..., :, None]  # X * row = X S, col * X = S X
+
+    # with dP = U^T dA V (Townsend): dU = U (F o (dP S + S dP^T)) + (I - U U^T) dA V S^-1, and
+    # dV = V (F o (S dP + dP^T S)) + (I - V V^T) dA^T U S^-1; the second terms only for a non-square A
+    def u_jvp(t):
+        p = mT(u) @ t @ vv
+        du = u @ (f * (p * row + col * mT(p)))
+        return du + (t @ vv - u @ p) / row if m > n else du
+
+    def u_vjp(g):
+        ga = u @ ((f * (mT(u) @ g - mT(g) @ u)) * row) @ vt
+        return ga + ((g - u @ (mT(u) @ g)) / row) @ vt if m > n else ga
+
+    def vt_jvp(t):
+        p = mT(u) @ t @ vv
+        dv = vv @ (f * (col * p + mT(p) * row))
+        return mT(dv + (mT(t) @ u - vv @ mT(p)) / row if n > m else dv)
+
+    def vt_vjp(g):
+        gv = mT(g)
+        ga = u @ (col * (f * (vt @ gv - g @ vv))) @ vt
+        return ga + u @ (mT(gv - vv @ (vt @ gv)) / col) if n > m else ga
+
+    nodes = _node(u, a, u_jvp, u_vjp), _sv_node(a, s, lambda: (u, vt)), _node(vt, a, vt_jvp, vt_vjp)
+    return _like(res, nodes)
+
+
+def svdvals_rule(x):
+    v, = _plain(x)
+    s = np.linalg.svdvals(v)
+    _distinct_positive(s)
+    return _sv_node(x, s, functools.cache(lambda: np.linalg.svd(v, full_matrices=False)[::2]))
+
+
+# --- pinv, lstsq: differentiable where the rank cannot change ----------------------------------------
+def _full_rank(s, rcond):
+    """Refuse singular values ``s`` of a (nearly) rank-deficient matrix, or with one near the cutoff
+    ``rcond * s_max`` below which numpy drops it: the result jumps there."""
+    rcond = 0.0 if rcond is None or isinstance(rcond, str) else rcond  # numpy 1's "warn": its default
+    tol = np.maximum(near(s), 2 * np.asarray(rcond, float))
+    _refuse_if(s[..., -1:] <= tol[..., None] * s[..., :1], "a rank-deficient (or nearly) matrix")
+
+
+_PINV = inspect.signature(np.linalg.pinv)
+_LSTSQ = inspect.signature(np.linalg.lstsq)
+
+
+def pinv_rule(a, *args, **kwargs):
+    v, = _plain(a)
+    p = np.linalg.pinv(v, *args, **kwargs)
+    opts = _PINV.bind(v, *args, **kwargs).arguments
+    _refuse_if(opts.get("hermitian", False), "hermitian=True")
+    rcond = opts.get("rcond", opts.get("rtol"))
+    _full_rank(np.linalg.svd(v, compute_uv=False), rcond)
+    pt = mT(p)
+
+    def jvp(t):  # dP = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P
+        tt = mT(t)
+        return -(p @ t @ p) + p @ pt @ (tt - tt @ v @ p) + (tt - p @ v @ tt) @ pt @ p
+
+    def vjp(g):
+        gt = mT(g)
+        return -(pt @ g @ pt) + (gt - v @ p @ gt) @ p @ pt + pt @ p @ (gt - gt @ p @ v)
+
+    return _node(p, a, jvp, vjp)
+
+
+def lstsq_rule(a, b, *args, **kwargs):
+    av, bv = _plain(a, b)
+    x, resid, rank, s = np.linalg.lstsq(av, bv, *args, **kwargs)
+    _full_rank(s, _LSTSQ.bind(av, bv, *args, **kwargs).arguments.get("rcond"))
+    vec = bv.ndim == 1
+    x2, b2 = (x[:, None], bv[:, None]) if vec else (x, bv)
+    r2 = b2 - av @ x2
+    p = np.linalg.pinv(av)
+    pt, ta_on, tb_on = mT(p), isinstance(a, Traced), isinstance(b, Traced)
+    parents = [q for q in (a, b) if isinstance(q, Traced)]
+
+    def split(ts):
+        tb = ts[-1] if tb_on else None
+        return (ts[0] if ta_on else None), (None if tb is None else np.reshape(tb, b2.shape))
+
+    def x_jvp(ts):  # x = A^+ b: dx = dA^+ b + A^+ db, with dA^+ as in pinv_rule
+        ta, tb = split(ts)
+        dx = 0 if tb is None else p @ tb
+        if ta is not None:
+            w = mT(ta) @ (pt @ x2)
+            dx = dx - p @ (ta @ x2) + p @ (pt @ (mT(ta) @ r2)) + w - p @ (av @ w)
+        return dx[:, 0] if vec else dx
+
+    def x_vjp(g):
+        g = np.reshape(g, x2.shape)
+        gb = pt @ g
+        ga = -gb @ x2.T + r2 @ (p @ gb).T + (pt @ x2) @ (g - p @ (av @ g)).T
+        return ([ga] if ta_on else []) + ([np.reshape(gb, bv.shape)] if tb_on else [])
+
+    def r_jvp(ts):  # d |b - A x|^2 = 2 r^T (db - dA x), as A^T r = 0 at the solution
+        ta, tb = split(ts)
+        d = (0 if tb is None else tb) - (0 if ta is None else ta @ x2)
+        return 2 * np.sum(r2 * d, axis=0)
+
+    def r_vjp(g):
+        gb = 2 * r2 * np.asarray(g)
+        return ([-gb @ x2.T] if ta_on else []) + ([np.reshape(gb, bv.shape)] if tb_on else [])
+
+    if ta_on:
+        _separated(s, "singular values")
+        s = _sv_node(a, s, functools.cache(lambda: np.linalg.svd(av, full_matrices=False)[::2]))
+    if resid.size:  # numpy gives residuals only for a tall full-rank A
+        resid = record(resid, parents, r_jvp, r_vjp)
+    return record(x, parents, x_jvp, x_vjp), resid, rank, s
 
 
 def routes(d) -> dict:
-    """numpy (or scipy) callable -> Route, built with ``d(impl)`` (a differentiable route)."""
-    return {}
+    """numpy.linalg callable -> Route, built with ``d(impl)`` (a differentiable route)."""
+    la = np.linalg
+    table = {la.solve: solve_rule, la.inv: inv_rule, la.det: det_rule, la.slogdet: slogdet_rule,
+             la.matrix_power: matrix_power_rule, la.multi_dot: multi_dot_rule, la.cholesky: cholesky_rule,
+             la.qr: qr_rule, la.eigh: eigh_rule, la.eigvalsh: eigvalsh_rule, la.svd: svd_rule,
+             la.pinv: pinv_rule, la.lstsq: lstsq_rule, getattr(la, "svdvals", None): svdvals_rule,
+             getattr(la, "vector_norm", None): vector_norm_rule,  # these three: numpy 2
+             getattr(la, "matrix_norm", None): matrix_norm_rule}
+    return {f: d(rule) for f, rule in table.items() if f is not None}

@@ -88,7 +88,8 @@ def _build():
               np.less_equal, np.greater, np.greater_equal, np.logical_and, np.logical_or, np.logical_xor,
               np.logical_not):
         routes[u] = PASSTHROUGH
-    for u in (np.sign, np.floor, np.ceil, np.trunc, np.rint, np.heaviside, np.floor_divide, np.round,
+    routes[np.sign] = Route("constant", r.sign_rule)  # refuses complex input, where sign is z/|z|
+    for u in (np.floor, np.ceil, np.trunc, np.rint, np.heaviside, np.floor_divide, np.round,
               np.around, np.fix):
         routes[u] = CONSTANT
     return routes

@@ -4,6 +4,8 @@ Elementwise ufuncs take their partial derivatives from the primitive table (the 
 truth): tangent = sum(partial_i * tangent_i), adjoint_i += unbroadcast(adjoint * partial_i). The few
 numpy ufuncs that are not primitives of the expression language (logaddexp, square, reciprocal...)
 declare their partials here in the same form. Reductions declare explicit jvp and vjp (linear maps).
+Complex operands (the convention is in :mod:`gradcli.trace.linear`) take the same partials where the
+function is holomorphic, conjugated in the vjp; the other ufuncs refuse them, except abs.
 """
 from __future__ import annotations
 
@@ -13,47 +15,62 @@ import numpy as np
 
 from gradcli.core.primitives import PRIMITIVES, NumericOps
 from gradcli.trace.array import NotTraceable, Traced, record, value_of
-from gradcli.trace.linear import QUIET, axes_of, expand, reduction, scale, unbroadcast
+from gradcli.trace.linear import QUIET, axes_of, conj, expand, for_parent, reduction, scale, unbroadcast
 
 _F = NumericOps(np)
 class Elementwise:
-    """A differentiable ufunc; ``partials[i](ans, *args)`` is d ans / d args[i]."""
+    """A differentiable ufunc; ``partials[i](ans, *args)`` is d ans / d args[i].
 
-    def __init__(self, ufunc, partials):
+    ``complex_partials`` serve complex operands (the holomorphic derivative, or 2 d ans / d z for a
+    real ``ans``); None refuses them: a ufunc that is not holomorphic has no complex derivative."""
+
+    def __init__(self, ufunc, partials, complex_partials=None):
         self.ufunc = ufunc
         self.partials = partials
+        self.complex_partials = complex_partials
 
     def __call__(self, *args, **kwargs):
         if set(kwargs) - {"dtype", "casting"}:
             raise NotTraceable(", ".join(sorted(set(kwargs) - {"dtype", "casting"})) + "=")
         vals = [value_of(a) for a in args]
         ans = np.asarray(self.ufunc(*vals, **kwargs))
+        partials = self.partials
+        if np.iscomplexobj(ans) or any(np.iscomplexobj(v) for v in vals):
+            partials = self.complex_partials
+            if partials is None:
+                raise NotTraceable("complex input")
         idx = [i for i, a in enumerate(args) if isinstance(a, Traced)]
         with np.errstate(**QUIET):  # partials at the edge of the domain: inf/nan, reported elsewhere
-            ps = [self.partials[i](ans, *vals) for i in idx]
-        keep = [k for k, p in enumerate(ps) if not (isinstance(p, float) and p == 0.0)]
-        shapes = [np.shape(vals[i]) for i in idx]
-
-        def jvp(ts):
-            acc = None
-            with np.errstate(**QUIET):
-                for k in keep:
-                    if ts[k] is not None:
-                        c = scale(ps[k], ts[k])
-                        acc = c if acc is None else acc + c
-            return acc
-
-        def vjp(g):
-            out = [None] * len(idx)
-            with np.errstate(**QUIET):
-                for k in keep:
-                    out[k] = unbroadcast(scale(ps[k], g), shapes[k])
-            return out
-
-        return record(ans, [args[i] for i in idx], jvp, vjp)
+            ps = [partials[i](ans, *vals) for i in idx]
+        return pointwise(ans, [args[i] for i in idx], ps)
 
 
-def _table(name):
+def pointwise(ans, parents, ps):
+    """A node for an elementwise function with one partial per parent: d ans = sum(p * t) (its real
+    part for a real ``ans`` of complex operands), and each adjoint unbroadcast(conj(p) * g)."""
+    keep = [k for k, p in enumerate(ps) if not (isinstance(p, float) and p == 0.0)]
+    real_out = not np.iscomplexobj(ans)
+
+    def jvp(ts):
+        acc = None
+        with np.errstate(**QUIET):
+            for k in keep:
+                if ts[k] is not None:
+                    c = scale(ps[k], ts[k])
+                    acc = c if acc is None else acc + c
+        return np.real(acc) if real_out and acc is not None else acc
+
+    def vjp(g):
+        out = [None] * len(parents)
+        with np.errstate(**QUIET):
+            for k in keep:
+                out[k] = for_parent(unbroadcast(scale(conj(ps[k]), g), parents[k].shape), parents[k].dtype)
+        return out
+
+    return record(ans, parents, jvp, vjp)
+
+
+def table_partials(name):
     return tuple((lambda rule: lambda ans, *v: rule(_F, ans, *v))(r) for r in PRIMITIVES[name].partials)
 
 
@@ -80,17 +97,51 @@ EXTRA_PARTIALS = {
 }
 
 
+def _sech2(a, z):
+    # sech(z)**2 = 4e/(1 + e)**2 with e = exp(-2z), taking the one of z, -z whose real part is >= 0 (the
+    # function is even) so that e cannot overflow; the real rule's |x| does not hold off the real axis
+    e = np.exp(-2 * np.where(z.real >= 0, z, -z))
+    return 4 * e / ((1 + e) * (1 + e))
+
+
+# complex partials of the holomorphic table entries whose real forms use real-only calls (abs, hypot)
+COMPLEX_PARTIALS = {
+    np.tanh: (_sech2,),
+    np.arcsinh: (lambda a, z: 1 / np.sqrt(z * z + 1),),
+    # |z| is real: d|z| = Re(conj(z) / |z| * dz); sign(0) = 0 gives the kink at 0 the real rule's value
+    np.absolute: (lambda a, z: np.conjugate(np.sign(z)),),
+}
+_HOLOMORPHIC_EXTRA = (np.positive, np.square, np.reciprocal, np.exp2)
+
+
 def elementwise_rules():
-    rules = {u: Elementwise(u, _table(n)) for u, n in TABLE_UFUNCS.items()}
-    rules.update({u: Elementwise(u, p) for u, p in EXTRA_PARTIALS.items()})
+    """ufunc -> rule, and np.angle: numpy writes it in Python, but it is elementwise too."""
+    rules = {}
+    for u, n in TABLE_UFUNCS.items():
+        real = table_partials(n)
+        rules[u] = Elementwise(u, real, COMPLEX_PARTIALS.get(u, real if PRIMITIVES[n].holomorphic else None))
+    for u, p in EXTRA_PARTIALS.items():
+        rules[u] = Elementwise(u, p, p if u in _HOLOMORPHIC_EXTRA else None)
+    rules[np.angle] = angle
     return rules
 
 
 def conjugate(x, **kwargs):
     if kwargs:
         raise NotTraceable(", ".join(kwargs) + "=")
-    # not holomorphic: with the bilinear pairing its transpose is conjugation again
+    # not holomorphic: Re<g, conj(dz)> = Re<conj(g), dz>, so its transpose is conjugation again
     return record(np.conjugate(x._value), [x], lambda ts: np.conjugate(ts[0]), lambda g: [np.conjugate(g)])
+
+
+def angle(z, deg=False):
+    if not isinstance(z, Traced):
+        raise NotTraceable("traced deg=")
+    value = np.angle(z._value, deg=deg)
+    if not np.iscomplexobj(z._value):
+        return value  # 0 or pi by the sign: piecewise constant
+    with np.errstate(**QUIET):  # angle = Im(log z): d angle = Re(-1j / z * dz); a pole at z = 0
+        w = -1j / z._value * (180 / math.pi if deg else 1.0)
+    return pointwise(value, [z], [w])
 
 
 # --- reductions -------------------------------------------------------------------------------------
@@ -106,7 +157,7 @@ def sum_rule(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
     value = np.sum(x, axis=axis, dtype=dtype, keepdims=kd, **kw)
     shape, axes = x.shape, axes_of(axis, x.ndim)
     return record(value, [a], lambda ts: np.sum(ts[0], axis=axes, dtype=dtype, keepdims=kd),
-                  lambda g: [expand(g, shape, axes, kd)])
+                  lambda g: [for_parent(expand(g, shape, axes, kd), a.dtype)])
 
 
 def mean_rule(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
@@ -116,7 +167,7 @@ def mean_rule(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
     shape, axes = x.shape, axes_of(axis, x.ndim)
     n = math.prod(shape[i] for i in axes)
     return record(value, [a], lambda ts: np.mean(ts[0], axis=axes, dtype=dtype, keepdims=kd),
-                  lambda g: [expand(g, shape, axes, kd) / n])
+                  lambda g: [for_parent(expand(g, shape, axes, kd) / n, a.dtype)])
 
 
 def _others_product(x, axes):
@@ -145,6 +196,8 @@ def extremum_rule(func, default_axis=None):
     def rule(a, axis=default_axis, out=None, keepdims=False, **kw):
         _check(dict(kw, out=out), ("initial",))
         x = a._value
+        if np.iscomplexobj(x):  # numpy orders complex numbers by their real parts first: jumps at ties
+            raise NotTraceable("complex input")
         kd = keepdims if keepdims is not np._NoValue else False
         value = func(x, axis=axis, keepdims=kd, **kw)
         axes = axes_of(axis, x.ndim)
@@ -162,8 +215,8 @@ def _moments(x, axis, ddof, kw):
     _check(kw)
     axes = axes_of(axis, x.ndim)
     n = math.prod(x.shape[i] for i in axes)
-    # d var = 2/(n - ddof) * sum((x - mean) * dx): the mean's own change sums to zero against x - mean
-    return axes, ddof, 2 * (x - np.mean(x, axis=axes, keepdims=True)) / (n - ddof)
+    # d var = 2/(n - ddof) * sum(Re(conj(x - mean) * dx)), the mean's own change summing to zero
+    return axes, ddof, 2 * conj(x - np.mean(x, axis=axes, keepdims=True)) / (n - ddof)
 
 
 def var_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
@@ -178,7 +231,17 @@ def std_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
     value = np.std(x, axis=axis, dtype=dtype, ddof=ddof, keepdims=kd)
     with np.errstate(**QUIET):  # std = 0 is a kink of sqrt: infinite weights, reported by the checks
         w = w / (2 * np.std(x, axis=axes, dtype=dtype, ddof=ddof, keepdims=True))
+    if int(np.prod([x.shape[k] for k in axes])) - ddof == 1:  # one element: std is identically 0
+        w = np.zeros_like(w)
     return reduction(a, axis, kd, value, w)
+
+
+def sign_rule(x, *args, **kwargs):
+    """np.sign: piecewise constant for real input (derivative 0, the value plain); for complex input it
+    is z/|z|, which is not, and is refused."""
+    if np.iscomplexobj(value_of(x)):
+        raise NotTraceable("complex input: sign(z) = z/|z| is not piecewise constant")
+    return np.sign(value_of(x), *args, **kwargs)
 
 
 def cumsum_rule(a, axis=None, dtype=None, out=None):
@@ -188,8 +251,8 @@ def cumsum_rule(a, axis=None, dtype=None, out=None):
 
     def vjp(g):
         if axis is None:  # cumsum of the flattened array
-            return [np.cumsum(g[::-1])[::-1].reshape(x.shape)]
-        return [np.flip(np.cumsum(np.flip(g, axis), axis=axis), axis)]
+            return [for_parent(np.cumsum(g[::-1])[::-1].reshape(x.shape), x.dtype)]
+        return [for_parent(np.flip(np.cumsum(np.flip(g, axis), axis=axis), axis), x.dtype)]
 
     return record(value, [a], lambda ts: np.cumsum(ts[0], axis=axis, dtype=dtype), vjp)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from gradcli.trace.array import NotTraceable, Traced, gather, plain_key, record, unwrap, value_of, write_into
-from gradcli.trace.linear import unbroadcast
+from gradcli.trace.linear import for_parent, unbroadcast
 
 
 def _traced_leaves(obj, out):
@@ -71,13 +71,20 @@ def copy_rule(a, *args, **kwargs):
 def real_rule(val):
     if not np.iscomplexobj(val._value):
         return val
-    raise NotTraceable("complex input")
+    dtype = val.dtype  # Re<g, Re(dz)> = Re<g, dz> for a real g: the adjoint is g itself
+    return record(np.real(val._value), [val], lambda ts: np.real(ts[0]), lambda g: [np.asarray(g, dtype)])
 
 
 def imag_rule(val):
     if not np.iscomplexobj(val._value):
         return np.zeros_like(val._value)
-    raise NotTraceable("complex input")
+    # Im(dz) = Re(conj(1j) * dz): the adjoint of a real g is 1j * g
+    return record(np.imag(val._value), [val], lambda ts: np.imag(ts[0]), lambda g: [1j * np.asarray(g)])
+
+
+def _promoted(x, dtype):
+    """``x`` (real) as a node of the complex ``dtype``, whose adjoint is the real part (linear.py)."""
+    return record(x._value.astype(dtype), [x], lambda ts: ts[0].astype(dtype), lambda g: [np.real(g)])
 
 
 # --- gathers (gather itself is in array.py: indexing needs it) ----------------------------------
@@ -89,6 +96,14 @@ def _numbers(obj, operands, offsets):
     if isinstance(obj, (list, tuple)):
         return type(obj)(_numbers(o, operands, offsets) for o in obj)
     return np.zeros(np.shape(obj), np.int64)
+
+
+def _replaced(obj, swap):
+    if isinstance(obj, Traced):
+        return swap.get(id(obj), obj)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_replaced(o, swap) for o in obj)
+    return obj
 
 
 def gather_rule(func, data=(0,), **override):
@@ -105,10 +120,20 @@ def gather_rule(func, data=(0,), **override):
         operands = list({id(o): o for o in operands}.values())
         if not operands:  # the traced arguments are parameters (indices, counts): not differentiable
             raise NotTraceable("traced non-data argument")
-        offsets = np.cumsum([0] + [o.size for o in operands])
+        if kwargs.get("out") is not None:  # the element numbers must not land in the user's buffer
+            raise NotTraceable("out=")
         value = func(*unwrap(args), **unwrap(kwargs))
+        if np.asarray(value).dtype.kind in "biu" and any(o.dtype.kind not in "biu" for o in operands):
+            return value  # cast to integers (dtype=int): piecewise constant, no derivative
+        if np.iscomplexobj(value) and any(not np.iscomplexobj(o._value) for o in operands):
+            # a gather adds adjoints of one dtype: real operands join a complex one as complex nodes
+            swap = {id(o): _promoted(o, value.dtype) for o in operands if not np.iscomplexobj(o._value)}
+            args = _replaced(args, swap)
+            operands = [swap.get(id(o), o) for o in operands]
+        offsets = np.cumsum([0] + [o.size for o in operands])
         nargs = [_numbers(a, operands, offsets) if i in data else unwrap(a) for i, a in enumerate(args)]
-        index = np.asarray(func(*nargs, **dict(unwrap(kwargs), **override))) - 1
+        kwargs = {k: v for k, v in unwrap(kwargs).items() if k != "dtype"}  # the numbers stay integers
+        index = np.asarray(func(*nargs, **dict(kwargs, **override))) - 1
         return gather(value, operands, index)
 
     return rule
@@ -141,7 +166,8 @@ def add_at(a, indices, b=None):
         return out
 
     def vjp(g):
-        return ([g] if ta else []) + ([unbroadcast(g[indices], bshape)] if tb else [])
+        return (([for_parent(g, va.dtype)] if ta else [])
+                + ([for_parent(unbroadcast(g[indices], bshape), np.asarray(vb).dtype)] if tb else []))
 
     write_into(a, record(value, parents, jvp, vjp), call="np.add.at")
 
@@ -157,18 +183,19 @@ def where_rule(condition, x=None, y=None):
     for p, keep in ((x, cond), (y, ~cond)):
         if isinstance(p, Traced):
             parents.append(p)
-            sides.append((keep, p.shape))
+            sides.append((keep, p.shape, p.dtype))
 
     def jvp(ts):
         acc = None
-        for t, (keep, _) in zip(ts, sides):
+        for t, (keep, _, _) in zip(ts, sides):
             if t is not None:
                 c = np.where(keep, t, np.zeros((), np.asarray(t).dtype))
                 acc = c if acc is None else acc + c
         return acc
 
     def vjp(g):
-        return [unbroadcast(np.where(keep, g, np.zeros((), g.dtype)), shape) for keep, shape in sides]
+        return [for_parent(unbroadcast(np.where(keep, g, np.zeros((), g.dtype)), shape), dtype)
+                for keep, shape, dtype in sides]
 
     return record(value, parents, jvp, vjp)
 

@@ -8,7 +8,8 @@ ids of its traced parents and two closures over the values it needs,
 
 Both are linear maps of the node's local derivative, so a forward sweep and a reverse sweep over the
 same tape are exact transposes of each other (the identity <u, vjp(v)> = <jvp(u), v> holds to rounding).
-For complex values the pairing is bilinear (no conjugation), as in JAX: vjp is the transpose of jvp.
+For complex values the cotangents follow PyTorch's convention (dL/dRe + i dL/dIm): vjp is the adjoint
+of jvp under Re<a, b> = Re(sum(conj(a) * b)); see gradcli.trace.linear.
 
 Both sweeps are loops over node ids (no recursion), so very long chains work. The tape also collects
 the *problems* met while tracing (a call that cannot be traced, a conversion that cut the trace), each

@@ -35,9 +35,46 @@ def test_a_tuple_with_a_negative_size_is_refused():
     assert r.status == "error" and "negative sizes" in r.message
 
 
-def test_a_complex_input_is_skipped_with_the_reason():
-    r = run_check(build_spec(lambda x: np.sum(np.abs(x) ** 2), grad=lambda x: 2 * x, x=np.array([1 + 2j, 3j])), {})
-    assert r.status == "skipped" and "complex inputs are not differentiated: x (complex128)" in r.message
+Z = np.array([1 + 2j, -0.5 + 0.3j, 2 - 1j])
+
+
+def _pytorch_gradient(f, z, h=1e-6):
+    """dL/dRe + i dL/dIm by central differences along each element's real and imaginary parts."""
+    g = np.zeros(z.shape, complex)
+    for k in range(z.size):
+        for unit in (1, 1j):
+            d = np.zeros(z.shape, complex)
+            d.flat[k] = h * unit
+            g.flat[k] += unit * (f(z + d) - f(z - d)) / (2 * h)
+    return g
+
+
+@pytest.mark.parametrize("f", [lambda z: np.sum(np.abs(z) ** 2), lambda z: np.sum(np.real(np.exp(z))),
+                               lambda z: np.sum(np.real(z * z) * np.imag(z))])
+def test_complex_inputs_follow_pytorchs_convention(f):
+    # the gradient of a real loss in a complex z is dL/dRe + i dL/dIm: the right one passes, its
+    # conjugate (the other convention) fails, and with no hand-written gradient traced AD is checked
+    right = _pytorch_gradient(f, Z)
+    assert run_check(build_spec(f, grad=lambda z: right, z=Z), {}).status == "pass"
+    r = run_check(build_spec(f, grad=lambda z: np.conj(right), z=Z), {})
+    assert r.status == "fail" and "z[" in r.message, r.message
+    r = run_check(build_spec(f, z=Z), {})
+    assert r.status == "pass" and any("PyTorch's convention" in n for n in r.notes), (r.status, r.message)
+
+
+def test_a_complex_input_beside_a_real_one_and_a_vjp():
+    f = lambda z, w: np.abs(z * w)  # noqa: E731
+    w = np.array([0.5, -1.5, 2.0])
+    vjp = lambda g, z, w: (g * w * (z * w) / np.abs(z * w), g * np.real(np.conj(z * w) * z) / np.abs(z * w))  # noqa: E731
+    r = run_check(build_spec(f, vjp=vjp, z=Z, w=w), {})
+    assert r.status == "pass", r.message
+    bad = lambda g, z, w: (g * w * np.conj(z * w) / np.abs(z * w), vjp(g, z, w)[1])  # noqa: E731
+    assert run_check(build_spec(f, vjp=bad, z=Z, w=w), {}).status == "fail"
+
+
+def test_order_2_of_a_complex_input_is_skipped_with_the_reason():
+    r = run_check(build_spec(lambda z: np.sum(np.abs(z) ** 2), z=Z, order=2), {})
+    assert r.status == "skipped" and "complex" in r.message
 
 
 def test_a_junit_file_that_cannot_be_written_still_shows_the_report(tmp_path, monkeypatch):

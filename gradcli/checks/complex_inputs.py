@@ -1,0 +1,75 @@
+"""Complex inputs, checked as pairs of real numbers in PyTorch's convention.
+
+The gradient of a real output L with respect to a complex input z is dL/dRe(z) + i dL/dIm(z) (PyTorch's
+documented convention, the conjugate Wirtinger derivative times 2: a step along minus it descends). So a
+complex input of shape S is checked as a real input of shape S + (2,), its real and imaginary parts, and
+a hand-written gradient g as (Re g, Im g): the whole check (numerics, traced AD, the report) then runs on
+real arrays, and index [..., 0] of such an input is the real part, [..., 1] the imaginary part.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import numpy as np
+
+NOTE = ("{names}: complex, checked as real and imaginary parts (index [..., 0] and [..., 1]) in PyTorch's "
+        "convention: the gradient is dL/dRe + i dL/dIm")
+
+
+def pairs(z) -> np.ndarray:
+    z = np.asarray(z)
+    return np.stack([z.real, z.imag], axis=-1).astype(np.result_type(z.real.dtype, np.float64))
+
+
+def joined(p):
+    # no np.asarray: a traced pair must stay traced (the trace follows z into the user's code)
+    return p[..., 0] + 1j * p[..., 1]
+
+
+def as_pairs(spec, inputs: dict, names: list, wrt: list):
+    """The spec with its function and hand-written gradients seeing complex ``names`` while the check
+    hands them pairs, and the inputs as pairs -> (spec, inputs, note). ``wrt``: the differentiated
+    inputs in order, which a hand-written gradient's tuple follows."""
+    shapes = {k: np.shape(inputs[k]) for k in names}
+
+    def to_user(kw):
+        return {k: joined(v) if k in shapes else v for k, v in kw.items()}
+
+    def grads_out(res):
+        """A hand-written result (one array, a tuple in input order or a dict) with complex gradients as pairs."""
+        def one(k, g):
+            return pairs(g) if k in shapes and np.shape(g) == shapes[k] else g
+        if isinstance(res, dict):
+            return {k: one(k, g) for k, g in res.items()}
+        if isinstance(res, (tuple, list)):
+            return type(res)(one(k, g) for k, g in zip(wrt, res)) if len(wrt) == len(res) else res
+        return one(wrt[0], res) if len(wrt) == 1 else res
+
+    def wrap(f, with_grad=False):
+        if f is None:
+            return None
+
+        @functools.wraps(f)
+        def call(*args, **kw):
+            # a ufunc takes no keywords: its inputs go in the order given
+            out = f(*args, *to_user(kw).values()) if isinstance(f, np.ufunc) else f(*args, **to_user(kw))
+            if with_grad and isinstance(out, tuple) and len(out) == 2:
+                return out[0], grads_out(out[1])
+            return out
+        return call
+
+    def wrap_grad(f):
+        if f is None or not callable(f):
+            return f
+
+        @functools.wraps(f)
+        def call(*args, **kw):
+            return grads_out(f(*args, **to_user(kw)))
+        return call
+
+    with_grad = bool(spec.options.get("with_grad"))
+    new = dataclasses.replace(spec, fn=wrap(spec.fn, with_grad), grad=wrap_grad(spec.grad),
+                              vjp=wrap_grad(spec.vjp))
+    moved = {k: pairs(v) if k in shapes else v for k, v in inputs.items()}
+    return new, moved, NOTE.format(names=", ".join(names))
