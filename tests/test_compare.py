@@ -287,3 +287,11 @@ def test_complex_step_where_its_step_cannot_be_small_is_unavailable():
     # 1e-20*|x| underflows below 1e-300 and the floor is then larger than x itself
     r = gradcli.grad("sqrt(x)", x=1e-305)
     assert r.status == "agree" and r.to_dict()["methods"]["complex_step"]["status"] == "unavailable"
+
+
+@pytest.mark.parametrize("expr, at", [("0^y", {"y": 0.3}), ("x^0", {"x": 0.0}), ("0.0**y * x", {"y": 2.0, "x": 1.5})])
+def test_powers_with_a_zero_have_their_derivative(expr, at):
+    # 0**y is 0 for y > 0 (slope 0 in y); x**0 is 1 (slope 0 in x, also at 0): not undefined
+    r = gradcli.grad(expr, **at)
+    assert r.status == "agree" and r.exit_code == 0, r.message
+    assert all(v == 0.0 for v in r.to_dict()["methods"]["forward"]["gradient"].values())

@@ -1,10 +1,12 @@
-"""Complex inputs, checked as pairs of real numbers in PyTorch's convention.
+"""Complex inputs and outputs, checked as pairs of real numbers in PyTorch's convention.
 
 The gradient of a real output L with respect to a complex input z is dL/dRe(z) + i dL/dIm(z) (PyTorch's
 documented convention, the conjugate Wirtinger derivative times 2: a step along minus it descends). So a
 complex input of shape S is checked as a real input of shape S + (2,), its real and imaginary parts, and
 a hand-written gradient g as (Re g, Im g): the whole check (numerics, traced AD, the report) then runs on
-real arrays, and index [..., 0] of such an input is the real part, [..., 1] the imaginary part.
+real arrays, and index [..., 0] of such an input is the real part, [..., 1] the imaginary part. A complex
+output is checked the same way, as its real and imaginary parts (a vjp under test receives the
+cotangent g_re + i g_im of the real loss <g_re, Re f> + <g_im, Im f>).
 """
 from __future__ import annotations
 
@@ -17,9 +19,9 @@ NOTE = ("{names}: complex, checked as real and imaginary parts (index [..., 0] a
         "convention: the gradient is dL/dRe + i dL/dIm")
 
 
-def pairs(z) -> np.ndarray:
-    z = np.asarray(z)
-    return np.stack([z.real, z.imag], axis=-1).astype(np.result_type(z.real.dtype, np.float64))
+def pairs(z):
+    # np.real/np.imag/np.stack, not attributes and casts: a traced output must stay traced
+    return np.stack([np.real(z), np.imag(z)], axis=-1)
 
 
 def joined(p):
@@ -73,3 +75,45 @@ def as_pairs(spec, inputs: dict, names: list, wrt: list):
                               vjp=wrap_grad(spec.vjp))
     moved = {k: pairs(v) if k in shapes else v for k, v in inputs.items()}
     return new, moved, NOTE.format(names=", ".join(names))
+
+
+def real_outputs(spec):
+    """The spec with a complex output (or complex arrays in a tuple or list it returns) handed to the
+    check as real and imaginary parts, and the hand-written vjp given the matching complex cotangent."""
+    seen = [False]
+
+    def as_real(out):
+        if isinstance(out, (tuple, list)):
+            return type(out)(as_real(o) for o in out)
+        if np.iscomplexobj(out) if not hasattr(out, "dtype") else out.dtype.kind == "c":
+            seen[0] = True
+            return pairs(out)
+        return out
+
+    def wrap_fn(f):
+        if f is None:
+            return None
+
+        @functools.wraps(f)
+        def call(*args, **kw):
+            probing = any(np.iscomplexobj(v) for v in kw.values() if isinstance(v, np.ndarray))
+            if probing and seen[0]:  # complex step at a complex output measures nothing
+                raise TypeError("complex step does not apply to a complex output")
+            out = f(*args, *kw.values()) if isinstance(f, np.ufunc) else f(*args, **kw)
+            if probing:  # complex step's own call (f holomorphic, real at real inputs): as it is
+                return out
+            if spec.options.get("with_grad") and isinstance(out, tuple) and len(out) == 2:
+                return as_real(out[0]), out[1]
+            return as_real(out)
+        return call
+
+    def wrap_vjp(f):
+        if f is None:
+            return None
+
+        @functools.wraps(f)
+        def call(g, *args, **kw):
+            return f(joined(g) if seen[0] else g, *args, **kw)
+        return call
+
+    return dataclasses.replace(spec, fn=wrap_fn(spec.fn), vjp=wrap_vjp(spec.vjp))

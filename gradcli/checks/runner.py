@@ -43,7 +43,7 @@ import numpy as np
 from gradcli import trace as tracing
 from gradcli.core.errors import BadInput
 from gradcli.checks import numeric as num
-from gradcli.checks.complex_inputs import as_pairs
+from gradcli.checks.complex_inputs import as_pairs, real_outputs
 from gradcli.checks import second_order, taylor
 from gradcli.checks.collect import display_path
 from gradcli.checks.compare import compare_full
@@ -148,6 +148,7 @@ def build_context(spec, opts: dict, result: CheckResult):
             names = list(wrt) if wrt is not None else [k for k, v in inputs.items() if v.dtype.kind in "fc"]
             spec, inputs, note = as_pairs(spec, inputs, complex_inputs, names)
             result.notes.append(note)
+        spec = real_outputs(spec)
         fn, user_vjp, ad_factory = spec.fn, None, None
         if isinstance(spec.fn, np.ufunc):  # np.tanh takes no keywords: inputs go in the order given
             ufunc = spec.fn

@@ -107,3 +107,14 @@ def test_an_input_too_large_for_memory_is_an_error_saying_so():
     spec = build_spec(square_sum, grad=lambda x: 2 * x, x=(100000, 100000))  # 75 GiB of float64
     r = session.run_one(spec, {})
     assert r.status == "error" and r.message.startswith("out of memory") and "internal error" not in r.message
+
+
+def test_a_complex_output_is_checked_as_its_real_and_imaginary_parts():
+    # <g, exp(ix)> as a real loss: a vjp given g = g_re + i g_im must return Re(conj(g) * i exp(ix))
+    x = np.array([0.3, -1.2, 2.0])
+    right = lambda g, x: np.real(np.conj(g) * 1j * np.exp(1j * x))  # noqa: E731
+    assert run_check(build_spec(lambda x: np.exp(1j * x), vjp=right, x=x), {}).status == "pass"
+    wrong = lambda g, x: np.real(g * 1j * np.exp(1j * x))  # noqa: E731 - the cotangent unconjugated
+    assert run_check(build_spec(lambda x: np.exp(1j * x), vjp=wrong, x=x), {}).status == "fail"
+    r = run_check(build_spec(lambda x: np.fft.rfft(x), x=(6,)), {})  # traced AD of a complex output
+    assert r.status == "pass", r.message

@@ -239,3 +239,30 @@ def test_long_chain_has_no_recursion():
     t = trace(f, {"x": np.array(2.0)}, ["x"])
     assert np.isclose(t.gradient()["x"], 0.9999 ** 20000)
     assert np.isclose(t.jvp({"x": 1.0}), 0.9999 ** 20000)
+
+
+def test_std_over_an_axis_of_one_element_is_identically_zero():
+    # std of a single element is 0 whatever the element: gradient 0, where d sqrt(var) is 0/0
+    x = np.arange(3.0).reshape(3, 1)
+    t = trace(lambda x: np.sum(np.std(x, axis=1)), {"x": x}, ["x"])
+    assert t.ok and np.array_equal(t.vjp(np.ones(()))["x"], np.zeros_like(x))
+    assert t.jvp({"x": np.ones_like(x)}) == 0.0
+
+
+@pytest.mark.parametrize("fn, x, want", [
+    (lambda x: np.sum(x ** 0.0), np.array([0.0, 2.0]), [0.0, 0.0]),       # x**0 is 1: slope 0, also at 0
+    (lambda y: np.sum(0.0 ** y), np.array([0.3, 2.0]), [0.0, 0.0]),       # 0**y is 0 for y > 0
+    (lambda y: np.sum(np.power(2.0, y)), np.array([0.5]), [2 ** 0.5 * np.log(2)]),
+])
+def test_powers_at_zero_have_their_derivative_not_nan(fn, x, want):
+    t = trace(fn, {"x" if fn.__code__.co_varnames[0] == "x" else "y": x}, [fn.__code__.co_varnames[0]])
+    g = t.vjp(np.ones(()))[fn.__code__.co_varnames[0]]
+    np.testing.assert_allclose(g, want, rtol=1e-15)
+
+
+def test_sign_of_a_complex_value_is_refused_not_taken_as_constant():
+    z = np.array([1 + 2j, 3 - 1j])
+    t = trace(lambda x: np.sum(np.real(np.sign(x * z))), {"x": np.array([1.0, 2.0])}, ["x"])
+    assert not t.ok and any("np.sign (complex input" in p for p in t.problems)
+    t = trace(lambda x: np.sum(np.sign(x) * x), {"x": np.array([1.0, -2.0])}, ["x"])
+    assert t.ok and np.array_equal(t.vjp(np.ones(()))["x"], [1.0, -1.0])
