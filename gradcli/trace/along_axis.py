@@ -1,4 +1,4 @@
-"""Operations along an axis: sort, partition, diff, gradient, cumprod, cross.
+"""Operations along an axis: sort, partition, diff, gradient, cumprod, cross, convolve, nansum, nanmean.
 
 * sort and partition move elements: gathers by the permutation numpy's argsort (stable) and
   argpartition give. Where sorted elements tie, sort has no derivative (a small change reorders them):
@@ -8,13 +8,17 @@
 * diff and cross are compositions of routed numpy calls; np.gradient is linear in ``f``: the tangent
   goes through np.gradient itself, the adjoint through the transpose of its stencil, read from numpy.
 * cumprod keeps the derivative exact where the input holds zeros (no division by them).
+* convolve is bilinear: the tangent convolves each tangent with the other factor; each adjoint correlates
+  the output's cotangent, placed in the full convolution, with the other factor (:func:`convolution`,
+  shared with scipy.signal.convolve).
+* nansum and nanmean are sum and mean over the non-NaN entries: a NaN entry gets no derivative.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from gradcli.trace.array import NotTraceable, Traced, record, unwrap, value_of
-from gradcli.trace.linear import axes_of, with_value
+from gradcli.trace.linear import axes_of, for_parent, with_value
 
 
 def _real(a):
@@ -216,7 +220,68 @@ def cross_rule(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     return with_value(np.moveaxis(c, -1, axisc), value)
 
 
+def convolution(value, a, v, full, correlate):
+    """A node for ``value``, the centred window of the full convolution ``full(a, v)`` that numpy's and
+    scipy's modes take; ``correlate(g, w)`` is the 'valid' correlation of g with conj(w), the adjoint of
+    convolving with ``w``."""
+    av, vv = value_of(a), value_of(v)
+    shape = tuple(n + m - 1 for n, m in zip(np.shape(av), np.shape(vv)))
+    window = tuple(slice((n - k) // 2, (n - k) // 2 + k) for n, k in zip(shape, np.shape(value)))
+    parents = [p for p in (a, v) if isinstance(p, Traced)]
+    others = [vv if p is a else av for p in parents]
+
+    def jvp(ts):
+        acc = None
+        for t, w in zip(ts, others):
+            if t is not None:
+                c = full(t, w)[window]
+                acc = c if acc is None else acc + c
+        return acc
+
+    def vjp(g):
+        placed = np.zeros(shape, np.result_type(g, av, vv))
+        placed[window] = g
+        return [for_parent(correlate(placed, w), p.dtype) for p, w in zip(parents, others)]
+
+    return record(value, parents, jvp, vjp)
+
+
+def convolve_rule(a, v, mode="full"):
+    value = np.convolve(value_of(a), value_of(v), mode)  # numpy's checks: 1-d, non-empty, the mode
+    return convolution(value, a, v, lambda x, y: np.convolve(x, y, "full"),
+                       lambda g, w: np.correlate(g, w, "valid"))
+
+
+def _nan_kept(a, where):
+    if where is not True:
+        raise NotTraceable("where=")
+    keep = ~np.isnan(value_of(a))
+    return np.where(keep, a, np.zeros((), value_of(a).dtype)), keep
+
+
+def nansum_rule(a, axis=None, dtype=None, out=None, keepdims=np._NoValue, initial=np._NoValue, where=True):
+    if out is not None or initial is not np._NoValue:
+        raise NotTraceable("out=" if out is not None else "initial=")
+    value = np.nansum(value_of(a), axis=axis, dtype=dtype, keepdims=keepdims)
+    kept, _ = _nan_kept(a, where)
+    kd = {} if keepdims is np._NoValue else {"keepdims": keepdims}
+    return with_value(np.sum(kept, axis=axis, dtype=dtype, **kd), value)
+
+
+def nanmean_rule(a, axis=None, dtype=None, out=None, keepdims=np._NoValue, *, where=True):
+    if out is not None:
+        raise NotTraceable("out=")
+    value = np.nanmean(value_of(a), axis=axis, dtype=dtype, keepdims=keepdims)  # its all-NaN warning
+    kept, keep = _nan_kept(a, where)
+    kd = bool(keepdims) if keepdims is not np._NoValue else False
+    count = np.sum(keep, axis=axis, keepdims=kd)
+    if np.any(count == 0):
+        raise NotTraceable("an all-NaN slice: the mean is NaN")
+    return with_value(np.sum(kept, axis=axis, dtype=dtype, keepdims=kd) / count, value)
+
+
 def routes(d) -> dict:
     return {np.sort: d(sort_rule), np.partition: d(partition_rule), np.diff: d(diff_rule),
             np.gradient: d(gradient_rule), np.cumprod: d(cumprod_rule),
-            (np.multiply, "accumulate"): d(multiply_accumulate), np.cross: d(cross_rule)}
+            (np.multiply, "accumulate"): d(multiply_accumulate), np.cross: d(cross_rule),
+            np.convolve: d(convolve_rule), np.nansum: d(nansum_rule), np.nanmean: d(nanmean_rule)}

@@ -5,7 +5,9 @@ its routes are built once something else has imported scipy, when the routing ta
 start of the next trace, which is before the user's code can call it.
 
 * scipy.special's ufuncs meet ``Traced.__array_ufunc__`` as numpy's do: :class:`Elementwise` rules
-  from the partials below (expit, erf, erfc, expm1 and log1p take the primitive table's);
+  from the partials below (expit, erf, erfc, expm1 and log1p take the primitive table's); the
+  incomplete gamma and beta functions, stdtr and the Bessel functions in x alone, refusing a traced
+  shape parameter or order;
 * python-level functions (logsumexp, softmax, log_softmax, polygamma, ``scipy.stats.norm``'s logpdf,
   pdf, cdf and logcdf, ``multivariate_normal``'s logpdf and pdf) convert their arguments with
   np.asarray, which cuts the trace. While a trace runs (:func:`substituted`) they are replaced where
@@ -15,7 +17,8 @@ start of the next trace, which is before the user's code can call it.
   value and takes its derivative from the same function written as numpy calls on Traced values,
   differentiated by the existing rules. A reference held elsewhere (another module's from-import, a
   default argument, a frozen multivariate_normal) still reaches scipy, which converts: the cut is
-  reported and the check falls back to numerics.
+  reported and the check falls back to numerics. :mod:`gradcli.trace.scipy_more` adds more
+  distributions, multigammaln and scipy.linalg's and scipy.signal's functions by the same mechanism.
 """
 from __future__ import annotations
 
@@ -30,6 +33,8 @@ from gradcli.trace import substitution
 from gradcli.trace.array import ROUTES, NotTraceable, Traced, dispatch, record, unwrap, value_of
 from gradcli.trace.linear import axes_of, for_parent
 from gradcli.trace.rules import Elementwise, table_partials
+from gradcli.trace.scipy_more import composed, direct
+from gradcli.trace.scipy_more import real_only as _real
 
 _SQRT_PI_2 = math.sqrt(math.pi) / 2
 _SQRT_2PI = math.sqrt(2 * math.pi)
@@ -51,6 +56,7 @@ def _ufunc_partials(sc):
     where x = 0, where the value does not depend on y, at y = 0 too (the 0 log 0 = 0 of a cross-entropy
     with a zero label). xlog1py likewise, with log1p(y) and x / (1 + y)."""
     psi, polygamma = sc.psi, sc.polygamma
+    shape, order = _fixed("shape parameter"), _fixed("order")
     return {
         sc.expit: (table_partials("sigmoid"), False),
         sc.erf: (table_partials("erf"), True),
@@ -73,7 +79,50 @@ def _ufunc_partials(sc):
         sc.betaln: ((lambda a, x, y: psi(x) - psi(x + y), lambda a, x, y: psi(y) - psi(x + y)), False),
         sc.xlogy: ((lambda a, x, y: np.log(y), lambda a, x, y: _unless_x0(x, x / y)), True),
         sc.xlog1py: ((lambda a, x, y: np.log1p(y), lambda a, x, y: _unless_x0(x, x / (1 + y))), True),
+        sc.beta: ((lambda a, x, y: a * (psi(x) - psi(x + y)), lambda a, x, y: a * (psi(y) - psi(x + y))),
+                  False),
+        sc.rgamma: ((_rgamma_partial(sc),), False),
+        sc.erfcx: ((lambda a, x: 2 * (x * a) - 2 / math.sqrt(math.pi),), False),
+        # the incomplete gammas and beta in x alone: their shape parameters have no closed-form partial
+        sc.gammainc: ((shape, lambda a, s, x: np.exp(sc.xlogy(s - 1, x) - x - sc.gammaln(s))), False),
+        sc.gammaincc: ((shape, lambda a, s, x: -np.exp(sc.xlogy(s - 1, x) - x - sc.gammaln(s))), False),
+        sc.betainc: ((shape, shape, lambda a, p, q, x: np.exp(
+            sc.xlogy(p - 1, x) + sc.xlog1py(q - 1, -x) - sc.betaln(p, q))), False),
+        sc.stdtr: ((shape, lambda a, df, t: np.exp(
+            sc.gammaln((df + 1) / 2) - sc.gammaln(df / 2) - 0.5 * np.log(df * math.pi)
+            - (df + 1) / 2 * np.log1p(t * t / df))), False),
+        # Bessel functions in x, the order constant (jn is jv)
+        sc.j0: ((lambda a, x: -sc.j1(x),), False),
+        sc.y0: ((lambda a, x: -sc.y1(x),), False),
+        sc.j1: ((lambda a, x: (sc.j0(x) - sc.jv(2, x)) / 2,), False),
+        sc.y1: ((lambda a, x: (sc.y0(x) - sc.yv(2, x)) / 2,), False),
+        sc.jv: ((order, lambda a, n, x: (sc.jv(n - 1, x) - sc.jv(n + 1, x)) / 2), False),
+        sc.yn: ((_order, lambda a, n, x: (sc.yv(n - 1, x) - sc.yv(n + 1, x)) / 2), False),
+        sc.i0: ((lambda a, x: sc.i1(x),), False),
+        sc.i1: ((lambda a, x: (sc.i0(x) + sc.iv(2, x)) / 2,), False),
+        sc.iv: ((order, lambda a, n, x: (sc.iv(n - 1, x) + sc.iv(n + 1, x)) / 2), False),
+        # ive = iv exp(-|x|): the same recurrence, less |x|'s slope; none at x = 0
+        sc.ive: ((order, lambda a, n, x: np.where(
+            (x == 0) & (a != 0), np.nan, (sc.ive(n - 1, x) + sc.ive(n + 1, x)) / 2 - np.sign(x) * a)), False),
     }
+
+
+def _rgamma_partial(sc):
+    """d/dx 1/gamma(x) = -psi(x) / gamma(x); at the poles of gamma, x = -n, where 1/gamma is 0, its
+    slope is (-1)^n n!, which -psi * 0 would leave NaN."""
+    def partial(a, x):
+        pole = (x <= 0) & (x == np.floor(x))
+        n = np.where(pole, -x, 0)
+        return np.where(pole, np.where(n % 2 == 0, 1.0, -1.0) * sc.gamma(n + 1), -sc.psi(x) * a)
+
+    return partial
+
+
+def _fixed(what):
+    def partial(a, *args):
+        raise NotTraceable(f"traced {what}: only the derivative in x is implemented")
+
+    return partial
 
 
 def _order(a, n, x):
@@ -81,11 +130,6 @@ def _order(a, n, x):
 
 
 # --- python-level functions, as numpy calls on Traced values --------------------------------------------
-def _real(*xs):
-    if any(np.iscomplexobj(value_of(x)) for x in xs if x is not None):
-        raise NotTraceable("complex input")
-
-
 def _shift(m):
     """A plain shift for exp: the maximum where it is finite, else 0. Any constant cancels exactly."""
     return np.where(np.isfinite(m), m, 0.0)
@@ -227,6 +271,9 @@ def _python_level(sc, st):
                {k: level(_norm(k, sc)) for k in ("logpdf", "pdf", "cdf", "logcdf")}),
               (st.multivariate_normal, "scipy.stats.multivariate_normal",
                {k: level(_mvn(k, st)) for k in ("logpdf", "pdf")})]
+    groups += [(owner, prefix, {k: level(c) for k, c in attrs.items()})
+               for owner, prefix, attrs in composed(sc, st)]
+    groups += direct()
     return [(owner, attr, f"{prefix}.{attr}", factory)
             for owner, prefix, attrs in groups for attr, factory in attrs.items()]
 

@@ -1,0 +1,250 @@
+"""Rules for scipy's other python-level functions: scipy.stats' t, beta, gamma, chi2, expon, laplace,
+logistic, poisson and dirichlet, scipy.special.multigammaln, scipy.linalg's solve_triangular, cholesky,
+sqrtm and expm, and scipy.signal.convolve. :mod:`gradcli.trace.special` registers them with its own.
+
+* :func:`composed` gives each function written as numpy calls on Traced values (special.py keeps
+  scipy's value and takes the derivative from them). A distribution's parameters are differentiated
+  wherever the composition is; a shape parameter inside a cdf (an incomplete gamma or beta, stdtr) is
+  refused by that ufunc's rule. Outside a support the value is a constant (-inf, 0 or 1): no derivative.
+* :func:`direct` gives rules with explicit jvp and vjp: sqrtm (a Sylvester equation), expm (its Frechet
+  derivative, whose adjoint is the Frechet derivative at the conjugate transpose) and signal.convolve
+  (bilinear, as np.convolve).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from gradcli.trace.along_axis import convolution
+from gradcli.trace.array import NotTraceable, Traced, record, value_of
+from gradcli.trace.linear import for_parent
+
+_LOG_2 = math.log(2)
+
+
+def real_only(*xs):
+    if any(np.iscomplexobj(value_of(x)) for x in xs if x is not None):
+        raise NotTraceable("complex input")
+
+
+def _plain(name, *xs):
+    if any(isinstance(x, Traced) for x in xs):
+        raise NotTraceable(f"traced {name}: it is discrete")
+
+
+# --- scipy.stats --------------------------------------------------------------------------------------
+def _standard(sc):
+    """distribution -> (number of shape parameters, support of z, {kind: f(z, *shapes)}) for the
+    standardised variable z = (x - loc) / scale; a missing logcdf is log(cdf)."""
+    def t_logpdf(z, df):
+        return (sc.gammaln((df + 1) / 2) - sc.gammaln(df / 2) - 0.5 * np.log(df * math.pi)
+                - (df + 1) / 2 * np.log1p(z * z / df))
+
+    def laplace_cdf(z):
+        e = 0.5 * np.exp(-np.abs(z))
+        return np.where(value_of(z) < 0, e, 1 - e)
+
+    def logistic_logpdf(z):
+        m = np.abs(z)  # the density is symmetric: exp(-|z|) does not overflow
+        return -m - 2 * np.log1p(np.exp(-m))
+
+    unit = lambda z: (value_of(z) >= 0) & (value_of(z) <= 1)  # noqa: E731
+    positive = lambda z: value_of(z) >= 0  # noqa: E731
+    return {
+        "t": (1, None, {"logpdf": t_logpdf, "cdf": lambda z, df: sc.stdtr(df, z)}),
+        "beta": (2, unit, {"logpdf": lambda z, a, b: sc.xlogy(a - 1, z) + sc.xlog1py(b - 1, -z)
+                           - sc.betaln(a, b), "cdf": lambda z, a, b: sc.betainc(a, b, z)}),
+        "gamma": (1, positive, {"logpdf": lambda z, a: sc.xlogy(a - 1, z) - z - sc.gammaln(a),
+                                "cdf": lambda z, a: sc.gammainc(a, z)}),
+        "chi2": (1, positive, {"logpdf": lambda z, k: sc.xlogy(k / 2 - 1, z) - z / 2 - sc.gammaln(k / 2)
+                               - k / 2 * _LOG_2, "cdf": lambda z, k: sc.gammainc(k / 2, z / 2)}),
+        "expon": (0, positive, {"logpdf": lambda z: -z, "cdf": lambda z: -np.expm1(-z),
+                                "logcdf": lambda z: np.log(-np.expm1(-z))}),
+        "laplace": (0, None, {"logpdf": lambda z: -np.abs(z) - _LOG_2, "cdf": laplace_cdf}),
+        "logistic": (0, None, {"logpdf": logistic_logpdf, "cdf": sc.expit, "logcdf": sc.log_expit}),
+    }
+
+
+def _continuous(kind, names, support, std):
+    """``kind`` (logpdf, pdf, cdf, logcdf) of a location-scale family with shape parameters ``names``
+    from its standard form."""
+    nshapes = len(names)
+
+    def compose(x, *args, **kw):
+        known = names[len(args):] + ("loc", "scale")[max(0, len(args) - nshapes):]
+        if len(args) > nshapes + 2 or set(kw) - set(known):
+            raise NotTraceable(", ".join(sorted(set(kw) - set(known))) + "=" if kw else "too many arguments")
+        given = dict(zip(names + ("loc", "scale"), args), **kw)
+        if any(n not in given for n in names):
+            raise NotTraceable("a shape parameter missing")  # scipy has raised already
+        loc, scale = given.get("loc", 0.0), given.get("scale", 1.0)
+        shapes = [given[n] for n in names]
+        real_only(x, loc, scale, *shapes)
+        if np.any(np.asarray(value_of(scale)) <= 0):
+            raise NotTraceable("scale <= 0: scipy's value is nan")
+        z = (x - loc) / scale
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if kind in ("cdf", "logcdf"):
+                out = std[kind](z, *shapes) if kind in std else np.log(std["cdf"](z, *shapes))
+                if support is not None:  # below the support 0, above it 1 (the cdf is flat there)
+                    zv = value_of(z)
+                    low, high = (0.0, 1.0) if kind == "cdf" else (-np.inf, 0.0)
+                    out = np.where(zv < 0, low, np.where(support(z), out, high))
+                return out
+            out = std["logpdf"](z, *shapes) - np.log(scale)
+            if support is not None:
+                out = np.where(support(z), out, -np.inf)
+            return np.exp(out) if kind == "pdf" else out
+
+    return compose
+
+
+def _poisson(kind, sc):
+    def compose(k, mu, loc=0):
+        _plain("k", k)
+        _plain("loc", loc)
+        real_only(mu)
+        kk = np.asarray(k) - loc
+        if kind == "cdf":
+            return np.where(kk < 0, 0.0, sc.gammaincc(np.floor(kk) + 1, mu))
+        inside = (kk >= 0) & (kk == np.floor(kk))
+        out = np.where(inside, sc.xlogy(kk, mu) - mu - sc.gammaln(np.where(inside, kk, 0) + 1), -np.inf)
+        return np.exp(out) if kind == "pmf" else out
+
+    return compose
+
+
+def _dirichlet(kind, sc):
+    def compose(x, alpha):
+        real_only(x, alpha)
+        if np.ndim(value_of(alpha)) != 1:
+            raise NotTraceable("alpha is not 1-d")  # scipy raises too, first
+        if np.shape(value_of(x))[0] + 1 == np.shape(value_of(alpha))[0]:  # the last component implied
+            x = np.concatenate([x, 1 - np.sum(x, axis=0, keepdims=True)], axis=0)
+        log_b = np.sum(sc.gammaln(alpha)) - sc.gammaln(np.sum(alpha))
+        out = np.squeeze(np.sum(np.transpose(sc.xlogy(alpha - 1, np.transpose(x))), axis=0) - log_b)
+        return np.exp(out) if kind == "pdf" else out
+
+    return compose
+
+
+def _multigammaln(sc):
+    def compose(a, d):
+        _plain("d", d)
+        real_only(a)
+        terms = sc.gammaln(np.expand_dims(a, -1) - np.arange(d) / 2)
+        return np.sum(terms, axis=-1) + d * (d - 1) / 4 * math.log(math.pi)
+
+    return compose
+
+
+# --- scipy.linalg ---------------------------------------------------------------------------------------
+def _square(a):
+    if np.ndim(value_of(a)) != 2:
+        raise NotTraceable("not a 2-d matrix")
+
+
+def _solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_a=False,
+                      overwrite_b=False, check_finite=True):
+    _square(a)
+    if np.ndim(value_of(b)) > 2:
+        raise NotTraceable("b with more than 2 dimensions")
+    n = np.shape(value_of(a))[0]
+    if unit_diagonal:  # scipy reads neither the diagonal nor the other triangle
+        tri = (np.tril(a, -1) if lower else np.triu(a, 1)) + np.eye(n)
+    else:
+        tri = np.tril(a) if lower else np.triu(a)
+    mode = {0: "N", 1: "T", 2: "C"}.get(trans, trans)
+    if mode in ("T", "C"):
+        tri = np.swapaxes(np.conjugate(tri) if mode == "C" else tri, 0, 1)
+    return np.linalg.solve(tri, b)
+
+
+def _cholesky(a, lower=False, overwrite_a=False, check_finite=True):
+    _square(a)
+    # LAPACK reads one triangle: the matrix is that triangle's Hermitian completion
+    if lower:
+        sym = np.tril(a) + np.swapaxes(np.conjugate(np.tril(a, -1)), 0, 1)
+    else:
+        sym = np.triu(a) + np.swapaxes(np.conjugate(np.triu(a, 1)), 0, 1)
+    factor = np.linalg.cholesky(sym)
+    return factor if lower else np.swapaxes(np.conjugate(factor), 0, 1)
+
+
+def _sqrtm(original):
+    import scipy.linalg as sl
+
+    def rule(a, *args, **kwargs):
+        _square(a)
+        av = value_of(a)
+        res = original(av, *args, **kwargs)
+        x = np.asarray(res[0] if isinstance(res, tuple) else res)
+        if np.iscomplexobj(x) and not np.iscomplexobj(av):
+            raise NotTraceable("a complex square root of a real matrix")
+        lam = np.linalg.eigvals(x)
+        gap = np.min(np.abs(lam[:, None] + lam[None, :])) if lam.size else 1.0
+        if not gap > 1e-12 * max(1.0, float(np.max(np.abs(lam)))):  # also nan
+            raise NotTraceable("a singular matrix: sqrtm has no derivative there")
+        xh = np.conjugate(x).T
+
+        def jvp(ts):
+            return sl.solve_sylvester(x, x, ts[0])
+
+        def vjp(g):
+            return [for_parent(sl.solve_sylvester(xh, xh, g), av.dtype)]
+
+        node = record(x, [a], jvp, vjp) if isinstance(a, Traced) else x
+        return (node,) + tuple(res[1:]) if isinstance(res, tuple) else node
+
+    return rule
+
+
+def _expm(original):
+    import scipy.linalg as sl
+
+    def rule(a):
+        _square(a)
+        av = value_of(a)
+        value = original(av)
+        ah = np.conjugate(av).T
+        return record(value, [a], lambda ts: sl.expm_frechet(av, ts[0], compute_expm=False),
+                      lambda g: [for_parent(sl.expm_frechet(ah, g, compute_expm=False), av.dtype)])
+
+    return rule
+
+
+def _signal_convolve(original):
+    import scipy.signal as ss
+
+    def rule(in1, in2, mode="full", method="auto"):
+        value = original(value_of(in1), value_of(in2), mode, method)
+        return convolution(value, in1, in2, lambda x, y: ss.convolve(x, y, "full", method),
+                           lambda g, w: ss.correlate(g, w, "valid", method))
+
+    return rule
+
+
+# --- the tables special.py registers --------------------------------------------------------------------
+def composed(sc, st):
+    """[(owner, name prefix, {attribute: composition})] for scipy's value with its derivative."""
+    groups = [(sc, "scipy.special", {"multigammaln": _multigammaln(sc)})]
+    for name, (nshapes, support, std) in _standard(sc).items():
+        dist, kinds = getattr(st, name), ("logpdf", "pdf", "cdf", "logcdf")
+        names = tuple(n.strip() for n in (dist.shapes or "").split(",") if n.strip())
+        if len(names) != nshapes:  # another scipy's parametrisation: leave it to numerics
+            continue
+        groups.append((dist, f"scipy.stats.{name}", {k: _continuous(k, names, support, std) for k in kinds}))
+    groups.append((st.poisson, "scipy.stats.poisson", {k: _poisson(k, sc) for k in ("logpmf", "pmf", "cdf")}))
+    groups.append((st.dirichlet, "scipy.stats.dirichlet", {k: _dirichlet(k, sc) for k in ("logpdf", "pdf")}))
+    import scipy.linalg as sl
+    groups.append((sl, "scipy.linalg", {"solve_triangular": _solve_triangular, "cholesky": _cholesky}))
+    return groups
+
+
+def direct():
+    """[(owner, name prefix, {attribute: rule factory of the original})]."""
+    import scipy.linalg as sl
+    import scipy.signal as ss
+    return [(sl, "scipy.linalg", {"sqrtm": _sqrtm, "expm": _expm}),
+            (ss, "scipy.signal", {"convolve": _signal_convolve})]
