@@ -285,7 +285,9 @@ def materialize(inputs: dict, seed: int = 0, domain=None, dtype=np.float64) -> d
     for name, v in inputs.items():
         d = domain.get(name) if isinstance(domain, dict) else domain
         if is_shape(v):
-            out[name] = map_domain(rng.standard_normal(v), d).astype(dtype)
+            # an array also for shape (): numpy's ufuncs hand a 0-d array back as a scalar, which the
+            # finite differences could not step in place
+            out[name] = np.asarray(map_domain(rng.standard_normal(v), d), dtype=dtype)
         elif isinstance(v, tuple) and v and all(isinstance(n, (int, np.integer)) and not isinstance(n, bool)
                                                 for n in v):
             # (-1, 4) is neither a shape nor, as a tuple of ints, meant to be a constant

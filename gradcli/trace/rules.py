@@ -202,8 +202,11 @@ def extremum_rule(func, default_axis=None):
         value = func(x, axis=axis, keepdims=kd, **kw)
         axes = axes_of(axis, x.ndim)
         mask = x == expand(value, x.shape, axes, kd)
+        count = np.sum(mask, axis=axes, keepdims=True)
+        if "initial" in kw:  # the constant initial is one more candidate: where it wins, the slope is 0
+            count = count + (np.reshape(value, count.shape) == kw["initial"])
         with np.errstate(**QUIET):
-            w = mask / np.sum(mask, axis=axes, keepdims=True)
+            w = mask / count
         return reduction(a, axis, kd, value, w.astype(x.dtype if x.dtype.kind in "fc" else float))
 
     return rule
