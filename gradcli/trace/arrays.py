@@ -64,6 +64,39 @@ def _constructor(key, original, name, lists_only):
 
 for _attr, _f in CONSTRUCTORS.items():
     substitution.add_site(np, _attr, _constructor(_f, _f, f"np.{_attr}", True))
+
+
+def _full_standin(original):
+    # np.full dispatches on like= only: a traced fill value reaches no protocol
+    @functools.wraps(original)
+    def full(shape, fill_value, *args, **kwargs):
+        if type(fill_value) is Traced:
+            return dispatch(original, original, (shape, fill_value) + args, kwargs, "np.full")
+        return original(shape, fill_value, *args, **kwargs)
+    return full
+
+
+substitution.add_site(np, "full", _full_standin(np.full))
+
+
+def _filled(value, fill_value):
+    """A node holding ``value`` (numpy's result), every element a copy of the traced scalar ``fill_value``."""
+    if value.dtype.kind in "biu":  # an integer array: piecewise constant in the fill value
+        return value
+    if np.ndim(fill_value) != 0 or value.dtype != fill_value.dtype:
+        raise NotTraceable(f"a {fill_value.dtype}{list(fill_value.shape)} fill value for a {value.dtype} array")
+    return gather(value, [fill_value], np.zeros(value.shape, dtype=np.int64))
+
+
+def full_rule(shape, fill_value, dtype=None, order="C", **kwargs):
+    if kwargs.get("like") is not None:
+        raise NotTraceable("like=")
+    return _filled(np.full(shape, value_of(fill_value), dtype=dtype, order=order), fill_value)
+
+
+def full_like_rule(a, fill_value, dtype=None, order="K", subok=True, shape=None):
+    value = np.full_like(value_of(a), value_of(fill_value), dtype=dtype, order=order, subok=subok, shape=shape)
+    return _filled(value, fill_value) if isinstance(fill_value, Traced) else value
 if getattr(_INDEX_TRICKS, "array", None) is np.array:
     substitution.add_site(_INDEX_TRICKS, "array", _constructor(R_ARRAY, np.array, "np.r_/np.c_", False))
 
@@ -239,6 +272,7 @@ def routes(d) -> dict:
         np.sinc: d(Elementwise(np.sinc, (_sinc_partial,))),
         np.degrees: d(Elementwise(np.degrees, EXTRA_PARTIALS[np.rad2deg])),
         np.radians: d(Elementwise(np.radians, EXTRA_PARTIALS[np.deg2rad])),
+        np.full: d(full_rule), np.full_like: d(full_like_rule),
     })
     if hasattr(np, "unstack"):  # numpy >= 2.1
         table[np.unstack] = d(pieces_rule(np.unstack))

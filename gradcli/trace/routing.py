@@ -78,7 +78,7 @@ def _build():
     })
     for module in (linalg, special, fft, arrays, composites):  # each module's own table
         routes.update(module.routes(d))
-    for f in (np.shape, np.ndim, np.size, np.zeros_like, np.ones_like, np.empty_like, np.full_like,
+    for f in (np.shape, np.ndim, np.size, np.zeros_like, np.ones_like, np.empty_like,
               np.argmax, np.argmin, np.argsort, np.nonzero, np.flatnonzero, np.argwhere, np.isclose,
               np.allclose, np.array_equal, np.all, np.any, np.count_nonzero, np.result_type,
               np.may_share_memory, np.shares_memory, np.isreal, np.iscomplex, np.iscomplexobj, np.isrealobj,

@@ -312,3 +312,12 @@ def test_what_is_refused_is_named():
         assert not t.ok
         assert f"{call} is not traceable ({line_of(fn)})" in t.problems, t.problems
         np.testing.assert_allclose(t.value, fn(x))
+
+
+def test_full_and_full_like_with_a_traced_fill_value():
+    # every element is a copy of the fill value: d/dv sum(full(shape, v) * w) = sum(w)
+    def f(x):
+        return np.sum(np.full((2, 3), x[0]) * x[1]) + np.sum(np.full_like(x, x[1])) + np.sum(np.full_like(x, 2.0))
+    check_against_numerics(f, {"x": np.array([1.5, 2.0])}, ["x"])
+    t = trace(lambda x: np.sum(np.full((2,), x[0], dtype=int) + x), {"x": np.array([1.5, 2.0])}, ["x"])
+    assert t.ok and np.array_equal(t.vjp(np.ones(()))["x"], [1.0, 1.0])  # an int array: constant in x[0]
