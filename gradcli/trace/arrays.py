@@ -88,6 +88,14 @@ def _filled(value, fill_value):
     return gather(value, [fill_value], np.zeros(value.shape, dtype=np.int64))
 
 
+def real_if_close_rule(a, tol=100):
+    """np.real_if_close: the real part where numpy drops an imaginary part within tol, else a itself."""
+    value = np.real_if_close(value_of(a), tol=tol)
+    if np.iscomplexobj(value_of(a)) and not np.iscomplexobj(value):
+        return np.real(a)
+    return a
+
+
 def full_rule(shape, fill_value, dtype=None, order="C", **kwargs):
     if kwargs.get("like") is not None:
         raise NotTraceable("like=")
@@ -272,7 +280,7 @@ def routes(d) -> dict:
         np.sinc: d(Elementwise(np.sinc, (_sinc_partial,))),
         np.degrees: d(Elementwise(np.degrees, EXTRA_PARTIALS[np.rad2deg])),
         np.radians: d(Elementwise(np.radians, EXTRA_PARTIALS[np.deg2rad])),
-        np.full: d(full_rule), np.full_like: d(full_like_rule),
+        np.full: d(full_rule), np.full_like: d(full_like_rule), np.real_if_close: d(real_if_close_rule),
     })
     if hasattr(np, "unstack"):  # numpy >= 2.1
         table[np.unstack] = d(pieces_rule(np.unstack))

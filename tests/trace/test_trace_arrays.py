@@ -321,3 +321,12 @@ def test_full_and_full_like_with_a_traced_fill_value():
     check_against_numerics(f, {"x": np.array([1.5, 2.0])}, ["x"])
     t = trace(lambda x: np.sum(np.full((2,), x[0], dtype=int) + x), {"x": np.array([1.5, 2.0])}, ["x"])
     assert t.ok and np.array_equal(t.vjp(np.ones(()))["x"], [1.0, 1.0])  # an int array: constant in x[0]
+
+
+def test_real_if_close_keeps_the_real_part_or_the_complex_value():
+    # a tiny imaginary part is dropped (the derivative is the real part's), a large one kept
+    f = lambda x: np.sum(np.real_if_close(np.exp(1j * x * 1e-20) * x) ** 2)  # noqa: E731
+    t = trace(f, {"x": np.array([1.5, -2.0])}, ["x"])
+    assert t.ok and np.allclose(t.vjp(np.ones(()))["x"], [3.0, -4.0])
+    g = lambda x: np.sum(np.abs(np.real_if_close(x + 1j)) ** 2)  # noqa: E731
+    check_against_numerics(g, {"x": np.array([1.5, -2.0])}, ["x"])
