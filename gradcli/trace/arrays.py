@@ -28,9 +28,10 @@ from gradcli.trace.tape import user_frame
 # result back. While a trace runs (gradcli.trace.substitution), np.array, np.asarray and np.asanyarray,
 # and the ``array`` that np.r_ and np.c_ call, are stand-ins that send a list or tuple holding traced
 # values through the routing table (np.r_'s sends a traced array too); outside a trace numpy's own
-# functions are in place (numba, among others, knows them by identity). A Traced handed to np.array or
-# np.asarray itself is still converted, and reported as a cut; so is a list converted inside numpy or a
-# library, which expects an ndarray back, and a name bound before the trace (``from numpy import array``).
+# functions are in place (numba, among others, knows them by identity). np.array of a Traced from user
+# code is a copy, routed too (a gather of its elements); a Traced handed to np.asarray or np.asanyarray
+# is still converted, and reported as a cut; so is a list or Traced converted inside numpy or a library,
+# which expects an ndarray back, and a name bound before the trace (``from numpy import array``).
 CONSTRUCTORS = {"array": np.array, "asarray": np.asarray, "asanyarray": np.asanyarray}
 R_ARRAY = (np.array, "r_")  # the routing key of np.r_'s and np.c_'s array
 _INDEX_TRICKS = sys.modules.get(type(np.r_).__module__)
@@ -49,13 +50,16 @@ def _holds_traced(seq) -> bool:
     return False
 
 
-def _constructor(key, original, name, lists_only):
+def _constructor(key, original, name, lists_only, copies=False):
+    """The stand-in: ``lists_only`` routes lists alone (and np.r_'s any traced argument); ``copies``
+    routes a Traced from user code too (np.array's copy, as autograd traces it)."""
     @functools.wraps(original)
     def constructor(*args, **kwargs):
         if args:
             obj = args[0]
-            if (type(obj) in (list, tuple) and _holds_traced(obj) and _from_user(sys._getframe(1))
-                    or not lists_only and find_tape(obj) is not None):
+            t = type(obj)
+            if ((t in (list, tuple) and _holds_traced(obj) or copies and t is Traced)
+                    and _from_user(sys._getframe(1)) or not lists_only and find_tape(obj) is not None):
                 return dispatch(key, original, args, kwargs, name)
         return original(*args, **kwargs)
 
@@ -63,7 +67,7 @@ def _constructor(key, original, name, lists_only):
 
 
 for _attr, _f in CONSTRUCTORS.items():
-    substitution.add_site(np, _attr, _constructor(_f, _f, f"np.{_attr}", True))
+    substitution.add_site(np, _attr, _constructor(_f, _f, f"np.{_attr}", True, copies=_attr == "array"))
 
 
 def _full_standin(original):

@@ -1,14 +1,15 @@
 """Rules for scipy's other python-level functions: scipy.stats' t, beta, gamma, chi2, expon, laplace,
-logistic, poisson and dirichlet, scipy.special.multigammaln, scipy.linalg's solve_triangular, cholesky,
-sqrtm and expm, and scipy.signal.convolve. :mod:`gradcli.trace.special` registers them with its own.
+logistic, poisson and dirichlet, scipy.special.multigammaln, scipy.linalg's solve_triangular,
+solve_banded, cholesky, sqrtm, expm and solve_sylvester, and scipy.signal.convolve.
+:mod:`gradcli.trace.special` registers them with its own.
 
 * :func:`composed` gives each function written as numpy calls on Traced values (special.py keeps
   scipy's value and takes the derivative from them). A distribution's parameters are differentiated
   wherever the composition is; a shape parameter inside a cdf (an incomplete gamma or beta, stdtr) is
   refused by that ufunc's rule. Outside a support the value is a constant (-inf, 0 or 1): no derivative.
-* :func:`direct` gives rules with explicit jvp and vjp: sqrtm (a Sylvester equation), expm (its Frechet
-  derivative, whose adjoint is the Frechet derivative at the conjugate transpose) and signal.convolve
-  (bilinear, as np.convolve).
+* :func:`direct` gives rules with explicit jvp and vjp: sqrtm and solve_sylvester (Sylvester equations
+  with the same coefficients, transposed for the vjp), expm (its Frechet derivative, whose adjoint is
+  the Frechet derivative at the conjugate transpose) and signal.convolve (bilinear, as np.convolve).
 """
 from __future__ import annotations
 
@@ -172,6 +173,60 @@ def _cholesky(a, lower=False, overwrite_a=False, check_finite=True):
     return factor if lower else np.swapaxes(np.conjugate(factor), 0, 1)
 
 
+def _solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_finite=True):
+    _plain("(l, u)", l_and_u)
+    if np.ndim(value_of(ab)) != 2 or np.ndim(value_of(b)) > 2:
+        raise NotTraceable("a batch of systems")
+    lower, upper = (int(k) for k in l_and_u)
+    m = np.shape(value_of(ab))[1]
+    i, j = np.indices((m, m))
+    band = (j - i <= upper) & (i - j <= lower)
+    # a[i, j] is ab[u + i - j, j] inside the band; the unused corners of ab are read by nobody
+    full = np.where(band, ab[np.where(band, upper + i - j, 0), j], 0.0)
+    return np.linalg.solve(full, b)
+
+
+def _solve_sylvester(original):
+    import scipy.linalg as sl
+
+    def rule(a, b, q):
+        real_only(a, b, q)
+        av, bv, qv = (np.asarray(value_of(x)) for x in (a, b, q))
+        x = original(av, bv, qv)  # first: scipy's own errors
+        if x.ndim != 2:
+            raise NotTraceable("a batch of equations")
+        la, lb = np.linalg.eigvals(av), np.linalg.eigvals(bv)
+        gap = np.min(np.abs(la[:, None] + lb[None, :])) if la.size and lb.size else 1.0
+        scale = max(1.0, float(np.max(np.abs(np.concatenate([la, lb]))))) if la.size + lb.size else 1.0
+        if not gap > 1e-12 * scale:  # also nan
+            raise NotTraceable("a and -b share an eigenvalue: no unique solution")
+        parents = list({id(p): p for p in (a, b, q) if isinstance(p, Traced)}.values())
+        if not parents:
+            raise NotTraceable("traced non-data argument")
+
+        def jvp(ts):
+            # a x + x b = q: a dx + dx b = dq - da x - x db
+            tan = dict(zip(map(id, parents), ts))
+            ta, tb, tq = (tan.get(id(p)) if isinstance(p, Traced) else None for p in (a, b, q))
+            rhs = np.zeros_like(x) if tq is None else np.array(tq, dtype=x.dtype)
+            if ta is not None:
+                rhs -= ta @ x
+            if tb is not None:
+                rhs -= x @ tb
+            return sl.solve_sylvester(av, bv, rhs)
+
+        def vjp(g):
+            s = sl.solve_sylvester(av.T, bv.T, np.real(g))
+            adj = {}
+            for p, c in ((a, -s @ x.T), (b, -x.T @ s), (q, s)):  # one array passed twice: both parts
+                adj[id(p)] = adj[id(p)] + c if id(p) in adj else c
+            return [adj[id(p)] for p in parents]
+
+        return record(x, parents, jvp, vjp)
+
+    return rule
+
+
 def _sqrtm(original):
     import scipy.linalg as sl
 
@@ -238,7 +293,8 @@ def composed(sc, st):
     groups.append((st.poisson, "scipy.stats.poisson", {k: _poisson(k, sc) for k in ("logpmf", "pmf", "cdf")}))
     groups.append((st.dirichlet, "scipy.stats.dirichlet", {k: _dirichlet(k, sc) for k in ("logpdf", "pdf")}))
     import scipy.linalg as sl
-    groups.append((sl, "scipy.linalg", {"solve_triangular": _solve_triangular, "cholesky": _cholesky}))
+    groups.append((sl, "scipy.linalg", {"solve_triangular": _solve_triangular, "cholesky": _cholesky,
+                                             "solve_banded": _solve_banded}))
     return groups
 
 
@@ -246,5 +302,6 @@ def direct():
     """[(owner, name prefix, {attribute: rule factory of the original})]."""
     import scipy.linalg as sl
     import scipy.signal as ss
-    return [(sl, "scipy.linalg", {"sqrtm": _sqrtm, "expm": _expm}),
+    return [(sl, "scipy.linalg", {"sqrtm": _sqrtm, "expm": _expm,
+                                     "solve_sylvester": _solve_sylvester}),
             (ss, "scipy.signal", {"convolve": _signal_convolve})]

@@ -7,7 +7,7 @@ start of the next trace, which is before the user's code can call it.
 * scipy.special's ufuncs meet ``Traced.__array_ufunc__`` as numpy's do: :class:`Elementwise` rules
   from the partials below (expit, erf, erfc, expm1 and log1p take the primitive table's); the
   incomplete gamma and beta functions, stdtr and the Bessel functions in x alone, refusing a traced
-  shape parameter or order;
+  shape parameter or order; gammasgn is piecewise constant (derivative zero, as np.sign);
 * python-level functions (logsumexp, softmax, log_softmax, polygamma, ``scipy.stats.norm``'s logpdf,
   pdf, cdf and logcdf, ``multivariate_normal``'s logpdf and pdf) convert their arguments with
   np.asarray, which cuts the trace. While a trace runs (:func:`substituted`) they are replaced where
@@ -22,6 +22,7 @@ start of the next trace, which is before the user's code can call it.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import sys
@@ -322,6 +323,8 @@ def _load() -> dict:
     d = _STATE.make
     table = {u: d(Elementwise(u, p, p if holomorphic else None))
              for u, (p, holomorphic) in _ufunc_partials(sc).items()}
+    # routing's constant route, made from d's (the only one routing hands over): piecewise constant
+    table[sc.gammasgn] = dataclasses.replace(d(None), kind="constant")
     for owner, attr, name, factory in _python_level(sc, st):
         original = getattr(owner, attr)
         table[original] = d(factory(original))

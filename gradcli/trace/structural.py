@@ -28,14 +28,42 @@ def _traced_leaves(obj, out):
 
 
 # --- reshape-like and permutations ------------------------------------------------------------------
+# where reshape and ravel take ``order`` positionally, after the array
+_ORDER_AT = {np.reshape: 1, np.ravel: 0}
+
+
+def _read_order(order, v):
+    """The index order, "C" or "F", in which ``order`` reads the array ``v``; None: a strided "K"."""
+    order = "C" if order is None else order.upper() if isinstance(order, str) else order  # as numpy reads it
+    if order not in ("C", "F", "A", "K"):
+        raise NotTraceable(f"order={order!r}")
+    if order in ("A", "K"):  # "A": Fortran order for a Fortran-contiguous array; "K": memory order
+        if v.flags.c_contiguous:
+            return "C"
+        return "F" if v.flags.f_contiguous else (None if order == "K" else "C")
+    return order
+
+
 def reshape_like(func):
-    """Calls that only change the shape (reshape, ravel, squeeze, expand_dims, atleast_*)."""
+    """Calls that only change the shape (reshape, ravel, squeeze, expand_dims, atleast_*); a Fortran
+    order reads the elements in another sequence, so it is a gather of their element numbers."""
+    at = _ORDER_AT.get(func)
 
     def rule(a, *args, **kwargs):
-        if kwargs.get("order", "C") not in ("C", "A"):
-            raise NotTraceable("order=")
+        value = func(a._value, *args, **kwargs)  # first: numpy's own errors (order="K" for reshape)
+        positional = at is not None and len(args) > at
+        order = _read_order(args[at] if positional else kwargs.get("order", "C"), a._value)
+        if order is None:
+            raise NotTraceable("order='K' of a non-contiguous array")
+        if order != "C":
+            if positional:
+                args = args[:at] + ("F",) + args[at + 1:]
+            else:
+                kwargs = dict(kwargs, order="F")
+            numbers = np.arange(a.size).reshape(a.shape)  # C-contiguous: "F" is read as asked
+            return gather(value, [a], np.asarray(func(numbers, *args, **kwargs)))
         shape = a.shape
-        return record(func(a._value, *args, **kwargs), [a], lambda ts: func(ts[0], *args, **kwargs),
+        return record(value, [a], lambda ts: np.reshape(ts[0], value.shape),
                       lambda g: [np.reshape(g, shape)])
 
     return rule
