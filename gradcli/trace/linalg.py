@@ -1,13 +1,14 @@
 """Differentiation rules for numpy.linalg (its norms are in :mod:`gradcli.trace.contract`).
 
-Real inputs, stacked ``(..., m, n)`` wherever numpy stacks. Each rule keeps numpy's own value and records
-one node per differentiable output of a tuple (numpy's own tuple type), so an output the user never reads
-costs nothing. Where a derivative does not exist (repeated eigen- or singular values, a rank-deficient
-matrix, log|det| of a singular one) the call is refused: the check falls back to numerics. The formulas:
-M. Giles, "An extended collection of matrix derivative results for forward and reverse mode AD" (2008);
-J. Townsend, "Differentiating the singular value decomposition" (2016); I. Murray, "Differentiation of
-the Cholesky decomposition" (2016); H.-J. Liao et al., "Differentiable programming tensor networks"
-(2019) for QR; G. Golub and V. Pereyra, "The differentiation of pseudo-inverses" (1973).
+Stacked ``(..., m, n)`` wherever numpy stacks; complex where a rule's ``_plain`` allows (the convention of
+:mod:`gradcli.trace.linear`: a holomorphic rule transposes with the conjugate transpose). Each rule keeps
+numpy's own value and records one node per differentiable output of a tuple (numpy's own tuple type), so an
+output the user never reads costs nothing. Where a derivative does not exist (repeated eigen- or singular
+values, a rank-deficient matrix, log|det| of a singular one) the call is refused: the check falls back to
+numerics. The formulas: M. Giles, "An extended collection of matrix derivative results for forward and
+reverse mode AD" (2008); J. Townsend, "Differentiating the singular value decomposition" (2016); I. Murray,
+"Differentiation of the Cholesky decomposition" (2016); H.-J. Liao et al., "Differentiable programming
+tensor networks" (2019) for QR; G. Golub and V. Pereyra, "The differentiation of pseudo-inverses" (1973).
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import numpy as np
 
 from gradcli.trace.array import NotTraceable, Traced, record, value_of
 from gradcli.trace.contract import matrix_norm_rule, near, vector_norm_rule
-from gradcli.trace.linear import unbroadcast, with_value
+from gradcli.trace.linear import conj, for_parent, unbroadcast, with_value
 
 # numpy 2 reads solve's b as a vector only when it is 1-D; numpy 1 when it has one axis fewer than a
 _NUMPY2 = np.lib.NumpyVersion(np.__version__) >= "2.0.0"
@@ -29,18 +30,22 @@ def mT(x):
     return np.swapaxes(x, -1, -2)
 
 
-def _plain(*xs):
-    """The values of real (or integer) matrix arguments; anything else is refused."""
+def mH(x):
+    return conj(mT(x))
+
+
+def _plain(*xs, complex_=False):
+    """The values of real (or integer, or with ``complex_`` complex) matrix arguments; else refused."""
     vals = [np.asarray(value_of(x)) for x in xs]
     for v in vals:
-        _refuse_if(v.dtype.kind not in "fiub", f"{v.dtype} input")
+        _refuse_if(v.dtype.kind not in "fiub" + "c" * complex_, f"{v.dtype} input")
     _refuse_if(vals[0].ndim >= 2 and min(vals[0].shape[-2:]) == 0, "an empty matrix")
     return vals
 
 
 def _node(value, a, jvp, vjp):
     """A node of one parent ``a``: jvp(t) and vjp(g) of its tangent and cotangent alone."""
-    return record(value, [a], lambda ts: jvp(ts[0]), lambda g: [vjp(np.asarray(g))])
+    return record(value, [a], lambda ts: jvp(ts[0]), lambda g: [for_parent(vjp(np.asarray(g)), a.dtype)])
 
 
 def _like(res, parts):
@@ -60,79 +65,81 @@ def _separated(w, what):
 
 def _inverse_gaps(w):
     """F[..., i, j] = 1 / (w_j - w_i) off the diagonal, 0 on it."""
-    eye = np.eye(w.shape[-1], dtype=bool)
-    return 1.0 / np.where(eye, np.inf, w[..., None, :] - w[..., :, None])
+    return 1.0 / np.where(np.eye(w.shape[-1], dtype=bool), np.inf, w[..., None, :] - w[..., :, None])
 
 
 def _sym(t, lower):
-    """The symmetric matrix LAPACK reads from one triangle of ``t`` (cholesky, eigh: UPLO)."""
-    tri, k = (np.tril, -1) if lower else (np.triu, 1)
-    return tri(t) + mT(tri(t, k))
+    """The Hermitian matrix LAPACK reads from a triangle of ``t`` (cholesky, eigh: UPLO), Im(diagonal) unread."""
+    h = np.tril(t, -1) if lower else np.triu(t, 1)
+    return h + mH(h) + np.real(t) * np.eye(t.shape[-1], dtype=bool)
 
 
 def _sym_adjoint(p, lower):
     tri, k = (np.tril, -1) if lower else (np.triu, 1)
-    return tri(p) + tri(mT(p), k)
+    return tri(p, k) + conj(tri(mT(p), k)) + np.real(p) * np.eye(p.shape[-1], dtype=bool)
 
 
 # --- solve, inv, det, slogdet, matrix_power ----------------------------------------------------------
 def solve_rule(a, b):
-    av, bv = _plain(a, b)
+    av, bv = _plain(a, b, complex_=True)
     x = np.linalg.solve(av, bv)
     vec = bv.ndim == 1 if _NUMPY2 else bv.ndim == av.ndim - 1
     x2, b2 = (x[..., None], bv.shape + (1,)) if vec else (x, bv.shape)
     ta_on, tb_on = isinstance(a, Traced), isinstance(b, Traced)
 
     def jvp(ts):  # dx = A^-1 (db - dA x)
-        ta = ts[0] if ta_on else None
-        tb = ts[-1] if tb_on else None
+        ta, tb = (ts[0] if ta_on else None), (ts[-1] if tb_on else None)
         rhs = 0 if tb is None else np.reshape(tb, b2)
         rhs = rhs if ta is None else rhs - ta @ x2
         dx = np.linalg.solve(av, rhs)
         return dx[..., 0] if vec else dx
 
-    def vjp(g):  # gb = A^-T g, gA = -gb x^T
-        gb = np.linalg.solve(mT(av), g[..., None] if vec else g)
-        return ([unbroadcast(-gb @ mT(x2), av.shape)] if ta_on else []) + \
-               ([unbroadcast(gb, b2).reshape(bv.shape)] if tb_on else [])
+    def vjp(g):  # gb = A^-H g, gA = -gb x^H
+        gb = np.linalg.solve(mH(av), g[..., None] if vec else g)
+        return ([for_parent(unbroadcast(-gb @ mH(x2), av.shape), av.dtype)] if ta_on else []) + \
+               ([for_parent(unbroadcast(gb, b2).reshape(bv.shape), bv.dtype)] if tb_on else [])
 
     return record(x, [p for p in (a, b) if isinstance(p, Traced)], jvp, lambda g: vjp(np.asarray(g)))
 
 
 def inv_rule(a):
-    y = np.linalg.inv(_plain(a)[0])
-    return _node(y, a, lambda t: -(y @ t @ y), lambda g: -(mT(y) @ g @ mT(y)))
+    y = np.linalg.inv(_plain(a, complex_=True)[0])
+    return _node(y, a, lambda t: -(y @ t @ y), lambda g: -(mH(y) @ g @ mH(y)))
 
 
 def _cofactor(v):
-    """det(A) A^-T from the SVD, U adj(S) V^T det(U) det(V^T), so that it holds at a singular A too."""
+    """det(A) A^-T from the SVD, det(U) det(V^H) conj(U adj(S) V^H), so that it holds at a singular A too."""
     u, s, vt = np.linalg.svd(v)
     one = np.ones_like(s[..., :1])
     before = np.cumprod(np.concatenate([one, s[..., :-1]], -1), -1)
     after = np.cumprod(np.concatenate([one, s[..., :0:-1]], -1), -1)[..., ::-1]
     sign = np.linalg.det(u) * np.linalg.det(vt)
-    return sign[..., None, None] * ((u * (before * after)[..., None, :]) @ vt)
+    return sign[..., None, None] * conj((u * (before * after)[..., None, :]) @ vt)
 
 
 def det_rule(a):
-    v, = _plain(a)
+    v, = _plain(a, complex_=True)
     cof = functools.cache(lambda: _cofactor(v))
     return _node(np.linalg.det(v), a, lambda t: np.sum(cof() * t, axis=(-2, -1)),
-                 lambda g: g[..., None, None] * cof())
+                 lambda g: g[..., None, None] * conj(cof()))
 
 
 def slogdet_rule(a):
-    v, = _plain(a)
+    v, = _plain(a, complex_=True)
     res = np.linalg.slogdet(v)
     _refuse_if(res[0] == 0, "a singular matrix: log|det| is -inf")
-    inv = functools.cache(lambda: np.linalg.inv(v))
-    logdet = _node(res[1], a, lambda t: np.trace(np.linalg.solve(v, t), axis1=-2, axis2=-1),
-                   lambda g: g[..., None, None] * mT(inv()))
-    return _like(res, [res[0], logdet])  # the sign is piecewise constant: plain
+    w = functools.cache(lambda: mT(np.linalg.inv(v)))  # tr(A^-1 dA) = sum(W * dA), W = A^-T
+    logdet = _node(res[1], a, lambda t: np.real(np.sum(w() * t, axis=(-2, -1))),
+                   lambda g: g[..., None, None] * conj(w()))
+    if not np.iscomplexobj(v):
+        return _like(res, [res[0], logdet])  # a real det's sign is piecewise constant: plain
+    sign = _node(res[0], a, lambda t: 1j * res[0] * np.imag(np.sum(w() * t, axis=(-2, -1))),  # i sign Im tr
+                 lambda g: 1j * np.imag(np.conj(res[0]) * g)[..., None, None] * conj(w()))
+    return _like(res, [sign, logdet])
 
 
 def matrix_power_rule(a, n):
-    value = np.linalg.matrix_power(_plain(a)[0], n)
+    value = np.linalg.matrix_power(_plain(a, complex_=True)[0], n)
     n = operator.index(n)
     if n == 0:
         return value  # the identity: a constant
@@ -207,17 +214,15 @@ def qr_rule(a, mode="reduced"):
 
 
 def _eig_nodes(a, w, vecs, lower, vectors):
-    """Nodes for the eigenvalues ``w`` (and ``vecs()``, the eigenvectors V) of the symmetric matrix read
-    from ``a``: with dS that matrix's tangent, dw_i = v_i^T dS v_i, dV = V (F o V^T dS V) (Giles 3.1)."""
+    """Nodes for the eigenvalues ``w`` (and ``vecs()``, the eigenvectors V) of the Hermitian matrix read
+    from ``a``: with dS that matrix's tangent, dw_i = v_i^H dS v_i, dV = V (F o V^T dS V) (Giles 3.1)."""
     _separated(w, "eigenvalues")
 
     def w_jvp(t):
-        v = vecs()
-        return np.einsum("...ji,...jk,...ki->...i", v, _sym(t, lower), v)
+        return np.real(np.einsum("...ji,...jk,...ki->...i", conj(vecs()), _sym(t, lower), vecs()))
 
     def w_vjp(g):
-        v = vecs()
-        return _sym_adjoint((v * g[..., None, :]) @ mT(v), lower)
+        return _sym_adjoint((vecs() * g[..., None, :]) @ mH(vecs()), lower)
 
     w_node = _node(w, a, w_jvp, w_vjp)
     if not vectors:
@@ -234,7 +239,7 @@ def eigh_rule(a, UPLO="L"):
 
 
 def eigvalsh_rule(a, UPLO="L"):
-    v, = _plain(a)
+    v, = _plain(a, complex_=True)
     vecs = functools.cache(lambda: np.linalg.eigh(v, UPLO)[1])
     return _eig_nodes(a, np.linalg.eigvalsh(v, UPLO), vecs, UPLO.upper() == "L", False)
 
@@ -246,20 +251,18 @@ def _distinct_positive(s):
 
 
 def _sv_node(a, s, uv):
-    """The singular values' node, ``uv()`` giving (U, V^T): ds_i = u_i^T dA v_i (Townsend)."""
+    """The singular values' node, ``uv()`` giving (U, V^H): ds_i = Re(u_i^H dA v_i) (Townsend)."""
     def jvp(t):
-        u, vt = uv()
-        return np.einsum("...ji,...jk,...ik->...i", u, t, vt)
+        return np.real(np.einsum("...ji,...jk,...ik->...i", conj(uv()[0]), t, conj(uv()[1])))
 
     def vjp(g):
-        u, vt = uv()
-        return (u * g[..., None, :]) @ vt
+        return (uv()[0] * g[..., None, :]) @ uv()[1]
 
     return _node(s, a, jvp, vjp)
 
 
 def svd_rule(a, full_matrices=True, compute_uv=True, hermitian=False):
-    v, = _plain(a)
+    v, = _plain(a, complex_=not compute_uv)  # complex singular vectors: their phases are arbitrary
     res = np.linalg.svd(v, full_matrices, compute_uv, hermitian)
     m, n = v.shape[-2:]
     _refuse_if(hermitian, "hermitian=True")
@@ -299,7 +302,7 @@ def svd_rule(a, full_matrices=True, compute_uv=True, hermitian=False):
 
 
 def svdvals_rule(x):
-    v, = _plain(x)
+    v, = _plain(x, complex_=True)
     s = np.linalg.svdvals(v)
     _distinct_positive(s)
     return _sv_node(x, s, functools.cache(lambda: np.linalg.svd(v, full_matrices=False)[::2]))
@@ -319,20 +322,20 @@ _LSTSQ = inspect.signature(np.linalg.lstsq)
 
 
 def pinv_rule(a, *args, **kwargs):
-    v, = _plain(a)
+    v, = _plain(a, complex_=True)
     p = np.linalg.pinv(v, *args, **kwargs)
     opts = _PINV.bind(v, *args, **kwargs).arguments
     _refuse_if(opts.get("hermitian", False), "hermitian=True")
     rcond = opts.get("rcond", opts.get("rtol"))
     _full_rank(np.linalg.svd(v, compute_uv=False), rcond)
-    pt = mT(p)
+    pt = mH(p)
 
-    def jvp(t):  # dP = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P
-        tt = mT(t)
+    def jvp(t):  # dP = -P dA P + P P^H dA^H (I - A P) + (I - P A) dA^H P^H P: not holomorphic
+        tt = mH(t)
         return -(p @ t @ p) + p @ pt @ (tt - tt @ v @ p) + (tt - p @ v @ tt) @ pt @ p
 
     def vjp(g):
-        gt = mT(g)
+        gt = mH(g)
         return -(pt @ g @ pt) + (gt - v @ p @ gt) @ p @ pt + pt @ p @ (gt - gt @ p @ v)
 
     return _node(p, a, jvp, vjp)

@@ -1,6 +1,7 @@
 """Rules for scipy's other python-level functions: scipy.stats' t, beta, gamma, chi2, expon, laplace,
 logistic, poisson and dirichlet, scipy.special.multigammaln, scipy.linalg's solve_triangular,
-solve_banded, cholesky, sqrtm, expm and solve_sylvester, and scipy.signal.convolve.
+solve_banded, cholesky, sqrtm, expm and solve_sylvester, scipy.signal.convolve and
+scipy.integrate.odeint (its rule is :mod:`gradcli.trace.integrate`'s).
 :mod:`gradcli.trace.special` registers them with its own.
 
 * :func:`composed` gives each function written as numpy calls on Traced values (special.py keeps
@@ -19,6 +20,7 @@ import numpy as np
 
 from gradcli.trace.along_axis import convolution
 from gradcli.trace.array import NotTraceable, Traced, record, value_of
+from gradcli.trace.integrate import odeint_rule
 from gradcli.trace.linear import for_parent
 
 _LOG_2 = math.log(2)
@@ -300,8 +302,10 @@ def composed(sc, st):
 
 def direct():
     """[(owner, name prefix, {attribute: rule factory of the original})]."""
+    import scipy.integrate as si
     import scipy.linalg as sl
     import scipy.signal as ss
     return [(sl, "scipy.linalg", {"sqrtm": _sqrtm, "expm": _expm,
                                      "solve_sylvester": _solve_sylvester}),
-            (ss, "scipy.signal", {"convolve": _signal_convolve})]
+            (ss, "scipy.signal", {"convolve": _signal_convolve}),
+            (si, "scipy.integrate", {"odeint": odeint_rule})]

@@ -208,7 +208,7 @@ REFUSED = {
     "nuc_singular": (lambda a: la.norm(a, "nuc"), SINGULAR, "np.linalg.norm (ord='nuc' at a zero singular value)"),
     "norm2_zero": (lambda a: la.norm(a[:1], 2), np.zeros((2, 3)), "np.linalg.norm (ord=2 at a zero singular value)"),
     "norm1_complex": (lambda a: la.norm(a, 1), A + 1j * A, "np.linalg.norm (ord=1 of a complex matrix)"),
-    "inv_complex": (lambda a: la.inv(a), A + 1j * A, "np.linalg.inv (complex128 input)"),
+    "qr_complex": (lambda a: la.qr(a)[1], A + 1j * A, "np.linalg.qr (complex128 input)"),
 }
 
 
