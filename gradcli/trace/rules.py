@@ -15,7 +15,7 @@ import numpy as np
 
 from gradcli.core.primitives import PRIMITIVES, NumericOps
 from gradcli.trace.array import NotTraceable, Traced, record, value_of
-from gradcli.trace.linear import QUIET, axes_of, conj, expand, for_parent, reduction, scale, unbroadcast
+from gradcli.trace.linear import axes_of, conj, expand, for_parent, QUIET, reduction, scale, unbroadcast, with_value
 
 _F = NumericOps(np)
 class Elementwise:
@@ -241,10 +241,15 @@ def std_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
 
 def sign_rule(x, *args, **kwargs):
     """np.sign: piecewise constant for real input (derivative 0, the value plain); for complex input it
-    is z/|z|, which is not, and is refused."""
-    if np.iscomplexobj(value_of(x)):
-        raise NotTraceable("complex input: sign(z) = z/|z| is not piecewise constant")
-    return np.sign(value_of(x), *args, **kwargs)
+    is z/|z|, which is not: traced as that quotient (refused at 0, where it has no derivative)."""
+    v = value_of(x)
+    if not np.iscomplexobj(v):
+        return np.sign(v, *args, **kwargs)
+    if args or kwargs:
+        raise NotTraceable("options with complex input")
+    if not isinstance(x, Traced) or np.any(v == 0):
+        raise NotTraceable("complex input at 0")
+    return with_value(x / np.abs(x), np.sign(v))
 
 
 def cumsum_rule(a, axis=None, dtype=None, out=None):

@@ -235,6 +235,23 @@ def _mvn(kind, st):
     return compose
 
 
+def _mvn_entropy(mean=None, cov=1, allow_singular=False):
+    """scipy.stats.multivariate_normal.entropy: (dim * log(2 pi e) + log det cov) / 2, in cov (the
+    mean does not enter)."""
+    if allow_singular:
+        raise NotTraceable("allow_singular=True")
+    _real(mean, cov)
+    cv = np.asarray(value_of(cov), dtype=float)
+    dim = (1 if cv.ndim < 2 else cv.shape[0]) if mean is None else np.size(value_of(mean))
+    if cv.ndim < 2:
+        logdet = np.sum(np.log(cov)) if cv.ndim == 1 else dim * np.log(cov)
+    else:
+        if not _routed(np.linalg.slogdet):
+            raise NotTraceable("a traced cov needs np.linalg.slogdet traced")
+        logdet = np.linalg.slogdet(np.tril(cov) + np.swapaxes(np.tril(cov, -1), 0, 1))[1]
+    return 0.5 * (dim * (_LOG_2PI + 1.0) + logdet)
+
+
 def _carry(res, value):
     """A node with scipy's ``value`` and the derivative of ``res`` (the same function, other rounding)."""
     value = np.asarray(value)
@@ -271,7 +288,7 @@ def _python_level(sc, st):
               (st.norm, "scipy.stats.norm",
                {k: level(_norm(k, sc)) for k in ("logpdf", "pdf", "cdf", "logcdf")}),
               (st.multivariate_normal, "scipy.stats.multivariate_normal",
-               {k: level(_mvn(k, st)) for k in ("logpdf", "pdf")})]
+               {**{k: level(_mvn(k, st)) for k in ("logpdf", "pdf")}, "entropy": level(_mvn_entropy)})]
     groups += [(owner, prefix, {k: level(c) for k, c in attrs.items()})
                for owner, prefix, attrs in composed(sc, st)]
     groups += direct()

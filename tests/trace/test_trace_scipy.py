@@ -441,3 +441,11 @@ def test_cross_entropy(loss):
     onehot = np.eye(4)[LABELS]
     want = X.T @ (sc.softmax(X @ W, axis=1) - onehot) / len(LABELS)
     np.testing.assert_allclose(t.gradient()["W"], want, rtol=1e-12, atol=1e-15)
+
+
+def test_multivariate_normal_entropy_in_the_covariance():
+    # (dim * log(2 pi e) + log det cov) / 2: against central differences, matrix and diagonal covariances
+    A = np.array([[2.0, 0.3], [0.3, 1.0]])
+    check_against_numerics(lambda c: st.multivariate_normal.entropy(mean=np.zeros(2), cov=c), {"c": A}, ["c"])
+    check_against_numerics(lambda c: st.multivariate_normal.entropy(mean=np.zeros(2), cov=c),
+                           {"c": np.array([1.5, 2.0])}, ["c"])
