@@ -24,7 +24,7 @@ class CheckSpec:
     options: dict = field(default_factory=dict)  # the option keywords that were given
     grad: Callable | dict | None = None  # hand-written gradient (function, or {name: expression})
     vjp: Callable | None = None  # hand-written vector-Jacobian product
-    hvp: Callable | None = None  # hand-written Hessian-vector product (issue 5)
+    hvp: Callable | None = None  # hand-written Hessian-vector product
     expression: str | None = None  # string checks: the expression text
 
     @property
