@@ -1,4 +1,4 @@
-"""Batch comparison (issue 3, part 4): every method over arrays of points, statistics, worst points."""
+"""Batch comparison: every method over arrays of points, statistics, worst points."""
 from __future__ import annotations
 
 import math
