@@ -64,7 +64,12 @@ class DiagnosisOps(Ops):
         self.checks = None
 
     def _full(self, b):
-        return self.xp.broadcast_to(self.xp.asarray(b, dtype=bool), (self.N,))
+        a = self.xp.asarray(b, dtype=bool)
+        if a.shape == (self.N,):
+            return a
+        if a.size == 1:  # one point (grad at --at), or a value the points share: cheaper than broadcast_to
+            return a.reshape(1) if self.N == 1 else self.xp.full(self.N, bool(a.reshape(())))
+        return self.xp.broadcast_to(a, (self.N,))
 
     def apply(self, name, *args):
         xp, full = self.xp, self._full
