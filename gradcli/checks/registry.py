@@ -32,6 +32,7 @@ import numpy as np
 from gradcli.core import options as option_values
 from gradcli.core.errors import BadInput
 from gradcli.core.parser import ParseError, parse
+from gradcli.checks import torch_target
 from gradcli.checks.spec import OPTIONS, REGISTRY, CheckSpec
 
 MODES = ("auto", "full", "fast")
@@ -93,11 +94,19 @@ def _register_function(fn, grad, vjp, inputs, options, where, reg, hvp=None):
         where = (code.co_filename, code.co_firstlineno) if code is not None else ("<unknown>", 0)
     if not inputs:
         inputs = _defaults_of(fn)
-    _check_names(fn, inputs, options)
-    spec = CheckSpec(name=getattr(fn, "__name__", type(fn).__name__), fn=fn, file=where[0], line=where[1],
+    name = getattr(fn, "__name__", type(fn).__name__)
+    is_torch = torch_target.framework_of(fn, options) == "torch"
+    if is_torch:
+        # the torch target binds inputs itself (a Function's apply has no signature of its own)
+        torch_target.validate(fn, inputs, options, grad, vjp, hvp)
+        _check_wrt(inputs, options)
+        options, name = {**options, "framework": "torch"}, torch_target.display_name(fn)
+    else:
+        _check_names(fn, inputs, options)
+    spec = CheckSpec(name=name, fn=fn, file=where[0], line=where[1],
                      inputs=dict(inputs), options=dict(options), grad=grad, vjp=vjp, hvp=hvp)
     reg[0].append(spec)
-    if reg[1]:
+    if reg[1] and not is_torch:  # torch's backward is under test; and Function.vjp is torch's own
         _attach(fn, spec)
     return fn
 
@@ -232,6 +241,9 @@ def validate_options(options: dict) -> dict:
     order = options.get("order")
     if order is not None and (isinstance(order, bool) or order not in (1, 2)):
         raise BadInput(f"order must be 1 or 2, got {order!r}")
+    framework = options.get("framework")
+    if framework is not None and framework not in torch_target.FRAMEWORKS:
+        raise BadInput(f"framework must be one of {', '.join(torch_target.FRAMEWORKS)}, got {framework!r}")
     taylor = options.get("taylor")
     if taylor is not None and not isinstance(taylor, bool):
         raise BadInput(f"taylor must be True or False, got {taylor!r}")

@@ -55,6 +55,7 @@ from gradcli.checks.interrupt import is_user_interrupt, raised_by_user_code
 from gradcli.checks.registry import materialize, validate_options
 from gradcli.checks.result import CheckResult
 from gradcli.checks.spec import OPTIONS
+from gradcli.checks.torch_target import torch_functions
 from gradcli.checks.under_test import user_traceback
 
 __all__ = ["run_check", "user_traceback", "RTOL"]
@@ -137,6 +138,13 @@ def build_context(spec, opts: dict, result: CheckResult):
         fn, user_vjp, ad_factory = expression_functions(spec)
         inputs = materialize(spec.inputs, seed, opts.get("domain"), np.dtype(dtype))
         inputs = {k: v.astype(dtype) if v.dtype.kind in "biu" else v for k, v in inputs.items()}
+    elif opts.get("framework") == "torch":
+        inputs = materialize(spec.inputs, seed, opts.get("domain"), np.dtype(dtype))
+        built = torch_functions(spec, opts, inputs)
+        if isinstance(built, Verdict):
+            return built
+        fn, user_vjp, ad_factory = built  # torch's backward is the vjp under test; no trace of torch code
+        result.kind = "vjp"
     else:
         inputs = materialize(spec.inputs, seed, opts.get("domain"), np.dtype(dtype))
         wrt = opts.get("wrt")

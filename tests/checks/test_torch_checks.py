@@ -1,0 +1,209 @@
+"""torch targets: a custom autograd.Function's backward (or autograd's own) checked against gradcli's numerics."""
+import sys
+
+import numpy as np
+import pytest
+
+from gradcli.checks.registry import build_spec
+from gradcli.checks.runner import run_check
+from gradcli.core.errors import BadInput
+
+torch = pytest.importorskip("torch")
+
+
+def run(fn, **kw):
+    return run_check(build_spec(fn, **kw), {})
+
+
+def _gelu_parts(x):
+    c = np.sqrt(2.0 / np.pi)
+    u = c * (x + 0.044715 * x ** 3)
+    t = torch.tanh(u)
+    du = c * (1 + 3 * 0.044715 * x ** 2)
+    return t, 0.5 * (1 + t) + 0.5 * x * (1 - t ** 2) * du
+
+
+class Gelu(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return 0.5 * x * (1 + _gelu_parts(x)[0])
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * _gelu_parts(x)[1]
+
+
+class GeluForgetsGradOutput(Gelu):
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return _gelu_parts(x)[1]
+
+
+class RMSNorm(torch.autograd.Function):
+    """y = x / rms(x) * w over the last axis, x: (n, d), w: (d,)."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        r = torch.sqrt((x * x).mean(-1, keepdim=True) + 1e-6)
+        ctx.save_for_backward(x, w, r)
+        return x / r * w
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w, r = ctx.saved_tensors
+        xh = x / r
+        gxh = g * w
+        gx = (gxh - xh * (gxh * xh).mean(-1, keepdim=True)) / r
+        return gx, (g * xh).sum(0)
+
+
+class RMSNormWrongDim(RMSNorm):
+    @staticmethod
+    def backward(ctx, g):
+        x, w, r = ctx.saved_tensors
+        xh = x / r
+        gxh = g * w
+        gx = (gxh - xh * (gxh * xh).mean(0, keepdim=True)) / r  # the reduction over the wrong axis
+        return gx, (g * xh).sum(0)
+
+
+class RMSNormDropsW(RMSNorm):
+    @staticmethod
+    def backward(ctx, g):
+        gx, _ = RMSNorm.backward(ctx, g)
+        return gx, None
+
+
+class RMSNormOneGradient(RMSNorm):
+    @staticmethod
+    def backward(ctx, g):
+        return RMSNorm.backward(ctx, g)[0]
+
+
+class Linear(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, W):
+        ctx.save_for_backward(x, W)
+        return x @ W
+
+    @staticmethod
+    def backward(ctx, g):
+        x, W = ctx.saved_tensors
+        return g @ W.T, x.T @ g
+
+
+class LinearMissingTranspose(Linear):
+    @staticmethod
+    def backward(ctx, g):
+        x, W = ctx.saved_tensors
+        return g @ W.T, (g.T @ x).reshape(W.shape)  # a square W hides the shape error: only the values are wrong
+
+
+def test_correct_functions_pass_in_both_call_forms():
+    assert run(Gelu.apply, x=(5, 3)).status == "pass"
+    r = run(RMSNorm.apply, x=(4, 8), w=(8,))
+    assert r.status == "pass", r.message
+    assert r.name == "RMSNorm" and r.kind == "vjp" and build_spec(RMSNorm.apply, x=(4, 8), w=(8,)).kind == "vjp"
+    assert run(Linear, x=(3, 4), W=(4, 4)).status == "pass"  # the class itself, not only .apply
+
+
+@pytest.mark.parametrize("target, inputs, bad", [
+    (LinearMissingTranspose.apply, {"x": (3, 4), "W": (4, 4)}, "W"),
+    (GeluForgetsGradOutput.apply, {"x": (5, 3)}, "x"),
+    (RMSNormWrongDim.apply, {"x": (4, 8), "w": (8,)}, "x"),
+])
+def test_buggy_backwards_fail_naming_the_input(target, inputs, bad):
+    r = run(target, **inputs)
+    assert r.status == "fail", r.message
+    assert r.mismatches and {m.input for m in r.mismatches} == {bad}
+
+
+def test_none_for_an_input_that_needs_a_gradient_fails_naming_it():
+    r = run(RMSNormDropsW.apply, x=(4, 8), w=(8,))
+    assert r.status == "fail"
+    assert "the backward returned None for w" in r.message
+    assert run(RMSNormDropsW.apply, x=(4, 8), w=(8,), wrt=["x"]).status == "pass"
+
+
+def test_wrong_number_of_gradients_fails_with_torchs_message():
+    r = run(RMSNormOneGradient.apply, x=(4, 8), w=(8,))
+    assert r.status == "fail"
+    assert "incorrect number of gradients" in r.message
+
+
+def test_plain_function_of_tensors_uses_autograds_backward():
+    def layer(x, W, b):
+        return torch.tanh(x @ W + b), x.sum()
+
+    r = run(layer, x=(3, 4), W=(4, 2), b=(2,), framework="torch")
+    assert r.status == "pass", r.message
+    assert run(layer, x=(3, 4), W=(4, 2), b=(2,), framework="torch", output=1).status == "pass"
+    # an input the output never reaches: zero gradient, not a None failure
+    assert run(lambda x, y: (x * x).sum(), x=(3,), y=(2,), framework="torch").status == "pass"
+    # a detached path: torch's gradient is wrong, and the numerics say so
+    r = run(lambda x: torch.from_numpy(x.detach().numpy() ** 2).sum() + x.sum(), x=(3,), framework="torch")
+    assert r.status == "fail" and {m.input for m in r.mismatches} == {"x"}
+
+
+def test_inputs_bind_by_name_or_by_position():
+    class Scale(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *args):
+            a, b = args
+            ctx.save_for_backward(a, b)
+            return a * b
+
+        @staticmethod
+        def backward(ctx, g):
+            a, b = ctx.saved_tensors
+            return g * b, g * a
+
+    assert run(Scale.apply, p=(3,), q=(3,)).status == "pass"  # positional, in the order given
+    assert run(RMSNorm.apply, w=(8,), x=(4, 8)).status == "pass"  # by name, whatever the order
+    assert run(torch.sin, x=(4,), framework="torch").status == "pass"  # a builtin: positional
+
+
+def test_bad_torch_checks_are_refused_at_registration():
+    with pytest.raises(BadInput, match="no parameter 'z'"):
+        build_spec(RMSNorm.apply, x=(4, 8), z=(8,))
+    with pytest.raises(BadInput, match="no value for parameter 'w'"):
+        build_spec(RMSNorm.apply, x=(4, 8))
+    with pytest.raises(BadInput, match="torch's own backward"):
+        build_spec(Gelu.apply, vjp=lambda g, x: g, x=(3,))
+    with pytest.raises(BadInput, match="framework must be"):
+        build_spec(Gelu.apply, x=(3,), framework="jax")
+    with pytest.raises(BadInput, match="float64"):
+        build_spec(Gelu.apply, x=(3,), dtype="float32")
+
+
+def test_without_torch_the_check_is_an_error_naming_the_extra(monkeypatch):
+    spec = build_spec(lambda x: x * 2, x=(3,), framework="torch")
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch now raises ImportError
+    r = run_check(spec, {})
+    assert r.status == "error"
+    assert "pip install 'gradcli[torch]'" in r.message
+    assert run(lambda x: np.sum(x ** 2), x=(3,)).status == "pass"  # numpy checks still run
+
+
+def test_decorating_a_function_class_leaves_its_backward_alone(monkeypatch):
+    import gradcli.checks.registry as registry
+
+    found = []
+    monkeypatch.setattr(registry, "REGISTRY", found)
+
+    @registry.check(x=(3, 4), W=(4, 2))
+    class Affine(Linear):
+        pass
+
+    assert Affine.vjp is torch.autograd.Function.vjp  # no gradcli registrar over torch's alias of backward
+    assert run_check(found[0], {}).status == "pass"
+
+
+def test_fast_mode_and_order_two():
+    r = run(RMSNormWrongDim.apply, x=(4, 8), w=(8,), mode="fast")
+    assert r.status == "fail" and r.mode == "fast" and "the gradient of x" in r.message
+    r = run(Gelu.apply, x=(4,), order=2)
+    assert r.status == "pass", r.message
