@@ -2,11 +2,10 @@
 vjp and jvp against central differences (or a closed form where a derivative has a convention)."""
 from __future__ import annotations
 
-import inspect
 
 import numpy as np
 import pytest
-from trace_helpers import check_against_numerics
+from trace_helpers import check_against_numerics, line_of
 
 from gradcli.trace import trace
 from gradcli.trace.arrays import CONSTRUCTORS
@@ -16,11 +15,6 @@ W = rng.normal(size=5)
 M = rng.normal(size=(3, 4))
 M3 = rng.normal(size=(2, 3, 4))
 V3 = rng.normal(size=(4, 3))
-
-
-def line_of(fn, marker="# <- here"):
-    lines, start = inspect.getsourcelines(fn)
-    return f"test_trace_arrays.py:{start + next(i for i, s in enumerate(lines) if marker in s)}"
 
 
 # --- building arrays from traced values ---------------------------------------------------------------

@@ -4,7 +4,6 @@ expon, laplace, logistic, poisson and dirichlet; scipy.linalg's solve_triangular
 expm; scipy.signal.convolve. Each against central differences, and what is refused named as such."""
 from __future__ import annotations
 
-import inspect
 import warnings
 
 import numpy as np
@@ -15,7 +14,7 @@ st = pytest.importorskip("scipy.stats")
 sl = pytest.importorskip("scipy.linalg")
 ss = pytest.importorskip("scipy.signal")
 
-from trace_helpers import check_against_numerics, check_transpose  # noqa: E402
+from trace_helpers import check_against_numerics, check_transpose, refused  # noqa: E402
 
 from gradcli.trace import trace  # noqa: E402
 
@@ -26,15 +25,6 @@ SPD = M @ M.T + np.eye(3)
 
 def _box(low, high, shape=(2, 3)):
     return np.random.default_rng(2).uniform(low, high, size=shape)
-
-
-def refused(fn, inputs, wrt, call):
-    lines, start = inspect.getsourcelines(fn)
-    line = f"test_trace_checklist.py:{start + next(i for i, s in enumerate(lines) if '# <- here' in s)}"
-    t = trace(fn, inputs, wrt)
-    assert not t.ok
-    assert any(p.startswith(call) and line in p for p in t.problems), t.problems
-    return t
 
 
 # --- numpy ---------------------------------------------------------------------------------------------

@@ -2,7 +2,6 @@
 traced array (a copy), and scipy.special.gammasgn (piecewise constant)."""
 from __future__ import annotations
 
-import inspect
 
 import numpy as np
 import pytest
@@ -10,7 +9,7 @@ import pytest
 sl = pytest.importorskip("scipy.linalg")
 sc = pytest.importorskip("scipy.special")
 
-from trace_helpers import check_against_numerics, check_transpose  # noqa: E402
+from trace_helpers import check_against_numerics, check_transpose, refused  # noqa: E402
 
 from gradcli.trace import kind_of, trace  # noqa: E402
 
@@ -19,15 +18,6 @@ A2 = np.array([[3.0, 0.5], [-0.4, 2.0]])
 B3 = np.array([[1.5, 0.2, 0.0], [0.1, 2.5, -0.3], [0.4, 0.0, 1.0]])
 Q23 = rng.normal(size=(2, 3))
 X34 = rng.normal(size=(3, 4))
-
-
-def refused(fn, inputs, wrt, call):
-    lines, start = inspect.getsourcelines(fn)
-    line = f"test_trace_last.py:{start + next(i for i, s in enumerate(lines) if '# <- here' in s)}"
-    t = trace(fn, inputs, wrt)
-    assert not t.ok
-    assert any(p.startswith(call) and line in p for p in t.problems), t.problems
-    return t
 
 
 # --- scipy.linalg.solve_sylvester ---------------------------------------------------------------------

@@ -1,19 +1,13 @@
 """What tracing cannot see is named, with the user's file:line; everything else keeps running."""
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 import pytest
+from trace_helpers import line_of
 
 from gradcli.trace import Traced, trace
 
 X = np.random.default_rng(0).normal(size=(3, 4))
-
-
-def line_of(fn, marker="# <- here"):
-    lines, start = inspect.getsourcelines(fn)
-    return f"test_trace_problems.py:{start + next(i for i, s in enumerate(lines) if marker in s)}"
 
 
 def uses_asarray(x):

@@ -3,7 +3,6 @@ runs (logsumexp, softmax, log_softmax, polygamma, scipy.stats.norm and multivari
 restoration, and ML losses written with them."""
 from __future__ import annotations
 
-import inspect
 import os
 import subprocess
 import sys
@@ -16,7 +15,7 @@ st = pytest.importorskip("scipy.stats")
 
 from scipy.special import log_softmax, logsumexp, softmax  # noqa: E402  a model file's from-imports
 from scipy.stats import multivariate_normal, norm  # noqa: E402
-from trace_helpers import check_against_numerics, check_transpose  # noqa: E402
+from trace_helpers import check_against_numerics, check_transpose, refused  # noqa: E402
 
 from gradcli.trace import kind_of, trace  # noqa: E402
 
@@ -30,18 +29,6 @@ SPD = np.array([[2.0, 0.3, -0.2], [0.3, 1.0, 0.1], [-0.2, 0.1, 1.5]])
 
 def _box(low, high, shape=(3, 4)):
     return np.random.default_rng(1).uniform(low, high, size=shape)
-
-
-def line_of(fn, marker="# <- here"):
-    lines, start = inspect.getsourcelines(fn)
-    return f"test_trace_scipy.py:{start + next(i for i, s in enumerate(lines) if marker in s)}"
-
-
-def refused(fn, inputs, wrt, call):
-    t = trace(fn, inputs, wrt)
-    assert not t.ok
-    assert any(p.startswith(call) and line_of(fn) in p for p in t.problems), t.problems
-    return t
 
 
 # --- ufuncs -------------------------------------------------------------------------------------------

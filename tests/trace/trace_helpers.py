@@ -1,6 +1,9 @@
 """Shared checks for the tracing tests: central differences and the jvp/vjp transpose identity."""
 from __future__ import annotations
 
+import inspect
+import os
+
 import numpy as np
 
 from gradcli.trace import trace
@@ -67,4 +70,19 @@ def check_transpose(fn, inputs, wrt, output=None, seeds=range(3)):
         lhs = np.real(sum(np.sum(np.conj(u[n]) * back[n]) for n in wrt))
         rhs = np.real(np.sum(np.conj(t.jvp(u)) * v))
         assert abs(lhs - rhs) <= 1e-10 * max(1.0, abs(lhs), abs(rhs)), (lhs, rhs)
+    return t
+
+
+def line_of(fn, marker="# <- here"):
+    """``file:line`` of the line of ``fn``'s source marked ``marker``: where a problem must be reported."""
+    lines, start = inspect.getsourcelines(fn)
+    name = os.path.basename(inspect.getsourcefile(fn))
+    return f"{name}:{start + next(i for i, s in enumerate(lines) if marker in s)}"
+
+
+def refused(fn, inputs, wrt, call):
+    """The trace of ``fn`` is not trusted, with a problem that starts with ``call`` at its marked line."""
+    t = trace(fn, inputs, wrt)
+    assert not t.ok
+    assert any(p.startswith(call) and line_of(fn) in p for p in t.problems), t.problems
     return t
