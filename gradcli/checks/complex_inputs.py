@@ -29,6 +29,11 @@ def joined(p):
     return p[..., 0] + 1j * p[..., 1]
 
 
+def call_user(f, args, kw):
+    """``f(*args, **kw)``; a ufunc takes no keywords, so its inputs go in the order given."""
+    return f(*args, *kw.values()) if isinstance(f, np.ufunc) else f(*args, **kw)
+
+
 def as_pairs(spec, inputs: dict, names: list, wrt: list):
     """The spec with its function and hand-written gradients seeing complex ``names`` while the check
     hands them pairs, and the inputs as pairs -> (spec, inputs, note). ``wrt``: the differentiated
@@ -54,8 +59,7 @@ def as_pairs(spec, inputs: dict, names: list, wrt: list):
 
         @functools.wraps(f)
         def call(*args, **kw):
-            # a ufunc takes no keywords: its inputs go in the order given
-            out = f(*args, *to_user(kw).values()) if isinstance(f, np.ufunc) else f(*args, **to_user(kw))
+            out = call_user(f, args, to_user(kw))
             if with_grad and isinstance(out, tuple) and len(out) == 2:
                 return out[0], grads_out(out[1])
             return out
@@ -79,7 +83,8 @@ def as_pairs(spec, inputs: dict, names: list, wrt: list):
 
 def real_outputs(spec):
     """The spec with a complex output (or complex arrays in a tuple or list it returns) handed to the
-    check as real and imaginary parts, and the hand-written vjp given the matching complex cotangent."""
+    check as real and imaginary parts, and the hand-written vjp given the matching complex cotangent.
+    The function it returns takes keywords whatever the target (:func:`call_user`)."""
     seen = [False]
 
     def as_real(out):
@@ -99,7 +104,7 @@ def real_outputs(spec):
             probing = any(np.iscomplexobj(v) for v in kw.values() if isinstance(v, np.ndarray))
             if probing and seen[0]:  # complex step at a complex output measures nothing
                 raise TypeError("complex step does not apply to a complex output")
-            out = f(*args, *kw.values()) if isinstance(f, np.ufunc) else f(*args, **kw)
+            out = call_user(f, args, kw)
             if probing:  # complex step's own call (f holomorphic, real at real inputs): as it is
                 return out
             if spec.options.get("with_grad") and isinstance(out, tuple) and len(out) == 2:

@@ -138,6 +138,8 @@ def build_context(spec, opts: dict, result: CheckResult):
         fn, user_vjp, ad_factory = expression_functions(spec)
         inputs = materialize(spec.inputs, seed, opts.get("domain"), np.dtype(dtype))
         inputs = {k: v.astype(dtype) if v.dtype.kind in "biu" else v for k, v in inputs.items()}
+        if any(v.dtype.kind == "c" for v in inputs.values()):
+            return Verdict("skipped", "complex inputs to an expression check are not differentiated")
     elif opts.get("framework") == "torch":
         inputs = materialize(spec.inputs, seed, opts.get("domain"), np.dtype(dtype))
         built = torch_functions(spec, opts, inputs)
@@ -156,15 +158,10 @@ def build_context(spec, opts: dict, result: CheckResult):
             names = list(wrt) if wrt is not None else [k for k, v in inputs.items() if v.dtype.kind in "fc"]
             spec, inputs, note = as_pairs(spec, inputs, complex_inputs, names)
             result.notes.append(note)
-        spec = real_outputs(spec)
+        spec = real_outputs(spec)  # also calls a ufunc target (np.tanh) with its inputs in order
         fn, user_vjp, ad_factory = spec.fn, None, None
-        if isinstance(spec.fn, np.ufunc):  # np.tanh takes no keywords: inputs go in the order given
-            ufunc = spec.fn
-            fn = lambda **kw: ufunc(*kw.values())  # noqa: E731
     autodiff = spec.grad is None and spec.vjp is None and user_vjp is None and not with_grad
     wrt = opts.get("wrt")
-    if spec.expression is not None and any(v.dtype.kind == "c" for v in inputs.values()):
-        return Verdict("skipped", "complex inputs to an expression check are not differentiated")
     if wrt is None:
         wrt = [k for k, v in inputs.items() if v.dtype.kind == "f"]
     for k in wrt:
