@@ -118,3 +118,10 @@ def test_a_complex_output_is_checked_as_its_real_and_imaginary_parts():
     assert run_check(build_spec(lambda x: np.exp(1j * x), vjp=wrong, x=x), {}).status == "fail"
     r = run_check(build_spec(lambda x: np.fft.rfft(x), x=(6,)), {})  # traced AD of a complex output
     assert r.status == "pass", r.message
+
+
+def test_a_ufunc_target_takes_its_inputs_in_the_order_given():
+    # np.tanh and np.arctan2 take no keywords: the check calls them positionally
+    assert run_check(build_spec(np.tanh, x=(3,)), {}).status == "pass"
+    r = run_check(build_spec(np.arctan2, x1=np.array([1.0, -2.0]), x2=np.array([0.5, 3.0])), {})
+    assert r.status == "pass", r.message
