@@ -14,7 +14,8 @@ from gradcli.core.constants import CHECK_ESTIMATE_SAFETY
 from gradcli.checks.context import (
     CONSTANT_NOTE, NUMERIC_CAP, SAMPLE, UNSEEN_NOTE, CheckContext, Outcome, Verdict, at_text, badness, combine,
     mismatch, summarize)
-from gradcli.checks.findings import count_text, float64_hint, worst, worst_entries
+from gradcli.checks.findings import (
+    count_text, float64_hint, precision_by_input, underflow_text, worst, worst_entries)
 from gradcli.checks.under_test import user_gradient, user_vjp_at
 
 #: An input's typical gradient magnitude is at least this share of the whole gradient's.
@@ -72,6 +73,9 @@ def under_test_name(ctx) -> str:
 def describe_under_test(ctx) -> str:
     if ctx.autodiff:
         return "traced AD"
+    framework = ctx.spec.options.get("framework") if ctx.spec is not None else None
+    if framework in ("torch", "jax"):
+        return {"torch": "torch's backward", "jax": "JAX's vjp"}[framework]
     return {"vjp": "the hand-written vjp", "expression": "the grad= expression"}.get(
         ctx.kind, "the hand-written gradient")
 
@@ -287,6 +291,8 @@ def verdict_of_elements(ctx, got, ref, err, kink, cols, refdesc: str, identity=N
     errors = (max_abs, max_rel)
     under = describe_under_test(ctx)
     which = ctx.input_of(cols)
+    digits, underflow = precision_by_input(ctx, got, ref, typ, cols, diff)
+    precision = None if digits is None else (digits, underflow)
     if bad.any():
         score = badness(diff, tol, bad)
         if cotangent_rows:
@@ -305,9 +311,12 @@ def verdict_of_elements(ctx, got, ref, err, kink, cols, refdesc: str, identity=N
             where += f" (random cotangent {picks[0][0]})"
         return Outcome(
             verdict=Verdict("fail", f"{under} disagrees with {refdesc} at {where}: expected {w.expected:.8g}, got "
-                                    f"{w.got:.8g} (rel error {w.rel_error:.2g}); {counted}"),
-            methods=((name, summarize(name, "mismatch", diff[ok], rel[ok])),), mismatches=tuple(found), errors=errors)
-    elements = Outcome(methods=((name, summarize(name, "ok", diff[ok], rel[ok])),), errors=errors)
+                                    f"{w.got:.8g} (rel error {w.rel_error:.2g}); {counted}"
+                                    + (underflow_text(ctx, underflow) if w.got == 0 else "")),
+            methods=((name, summarize(name, "mismatch", diff[ok], rel[ok])),), mismatches=tuple(found), errors=errors,
+            precision=precision)
+    elements = Outcome(methods=((name, summarize(name, "ok", diff[ok], rel[ok])),), errors=errors,
+                       precision=precision)
     if identity is not None:
         decided = identity()
         if decided is not None:

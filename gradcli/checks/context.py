@@ -14,8 +14,18 @@ import numpy as np
 
 from gradcli.checks.result import MethodSummary, Mismatch
 
-#: Default relative tolerance by the dtype under test; ``rtol``/``atol`` options replace it.
-RTOL = {"float64": 1e-6, "float32": 2e-4}
+#: The unit of rounding (machine epsilon) of each dtype a check may run in; bfloat16 has no numpy dtype.
+EPS = {"float64": 2.0 ** -52, "float32": 2.0 ** -23, "float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
+#: Default relative tolerance by the dtype under test; ``rtol``/``atol`` options replace it. Below float64
+#: it is about sqrt(EPS): a correct rule computed in the dtype is off by a few EPS per operation, far
+#: below it, and a real bug (a cancellation, a wrong term) by far more. float64's is set by the
+#: finite-difference reference, which is good to about 1e-8 relative, not by float64's rounding.
+RTOL = {"float64": 1e-6, "float32": 2e-4, "float16": 2e-2, "bfloat16": 6e-2}
+
+
+def array_dtype(name: str) -> str:
+    """The numpy dtype that holds values of the dtype ``name`` exactly."""
+    return "float32" if name == "bfloat16" else name
 FLOOR_ULPS = 10.0
 AUTO_FULL_MAX = 10_000  # auto mode: full while the Jacobian has at most this many entries
 NUMERIC_CAP = 2000  # full mode with AD: finite differences on a sample above this many elements
@@ -58,6 +68,7 @@ class Outcome:
     errors: tuple | None = None  # (max_abs_error, max_rel_error)
     suffix: str = ""  # appended to the message (a pass that the next comparison extends)
     second_order: dict | None = None
+    precision: tuple | None = None  # below float64: (digits, underflow) by input (findings.precision_by_input)
     taylor2: Any = None
     stop: bool = False  # the check ends here: nothing after this comparison runs
 
@@ -144,7 +155,7 @@ class CheckContext:
     def floor(self, ref: np.ndarray) -> float:
         """10 ulp, in the dtype under test, of the largest finite |ref|: no tolerance is finer."""
         big = np.max(np.abs(ref[np.isfinite(ref)]), initial=0.0)
-        return FLOOR_ULPS * np.finfo(self.dtype).eps * big
+        return FLOOR_ULPS * EPS[self.dtype] * big
 
 
 def call_selected(fn, inputs: dict, with_grad: bool, output):
@@ -165,7 +176,7 @@ def combine(*outcomes: Outcome) -> Outcome:
     for o in outcomes:
         methods += o.methods
         notes += o.notes
-        for name in ("verdict", "reference", "mismatches", "errors", "second_order", "taylor2"):
+        for name in ("verdict", "reference", "mismatches", "errors", "second_order", "precision", "taylor2"):
             if getattr(o, name) is not None:
                 fields[name] = getattr(o, name)
         if o.verdict is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcli.checks.context import MAX_MISMATCHES, badness
+from gradcli.checks.context import EPS, MAX_MISMATCHES, badness
 
 #: f's measured noise above this many ulp of |f| says it computes in less than float64 inside.
 NOISY_ULPS = 1e3
@@ -51,3 +51,37 @@ def float64_hint(ctx, sigma=0.0) -> str:
     if np.any(np.asarray(sigma) > NOISY_ULPS * np.finfo(np.float64).eps * size):
         return "evaluating the function in float64 (it is noisier than float64 rounding), "
     return ""
+
+
+def precision_by_input(ctx, got, ref, typ, cols, diff) -> tuple:
+    """Below float64: per input, the correct digits of the gradient under test (-log10 of its worst
+    error relative to the input's typical gradient) and the share of its live entries that are 0 where
+    the reference is not (underflow) -> (digits, underflow) dicts, or (None, None) in float64."""
+    if ctx.dtype == "float64":
+        return None, None
+    which = ctx.input_of(cols)
+    digits, underflow = {}, {}
+    with np.errstate(all="ignore"):
+        scaled = diff / np.fmax(np.abs(ref), typ)
+    for k, name in enumerate(ctx.wrt):
+        sel = np.broadcast_to(which == k, ref.shape)
+        live = sel & np.isfinite(ref) & np.isfinite(scaled)
+        if not live.any():
+            continue
+        # no more digits than the dtype holds: an exact entry is as right as the dtype can be
+        holds = float(-np.log10(EPS[ctx.dtype] / 2))
+        worst_err = float(np.max(scaled[live]))
+        digits[name] = round(max(0.0, min(holds, -np.log10(worst_err) if worst_err > 0 else holds)), 1)
+        lost = live & (got == 0) & (np.abs(ref) > ctx.floor(ref))
+        underflow[name] = float(lost.sum() / live.sum())
+    return digits, underflow
+
+
+def underflow_text(ctx, underflow: dict) -> str:
+    """The diagnosis of a low-precision failure where entries underflow to 0, or ""."""
+    lost = {k: v for k, v in (underflow or {}).items() if v > 0}
+    if not lost:
+        return ""
+    parts = ", ".join(f"{k} {100 * v:.3g}%" for k, v in lost.items())
+    return (f"; entries that underflow to 0 in {ctx.dtype} where the reference is not: {parts}: scale the loss "
+            "(torch.amp.GradScaler) so that small gradients stay representable")

@@ -32,7 +32,7 @@ import numpy as np
 from gradcli.core import options as option_values
 from gradcli.core.errors import BadInput
 from gradcli.core.parser import ParseError, parse
-from gradcli.checks import torch_target
+from gradcli.checks import framework as frameworks
 from gradcli.checks.spec import OPTIONS, REGISTRY, CheckSpec
 
 MODES = ("auto", "full", "fast")
@@ -95,18 +95,23 @@ def _register_function(fn, grad, vjp, inputs, options, where, reg, hvp=None):
     if not inputs:
         inputs = _defaults_of(fn)
     name = getattr(fn, "__name__", type(fn).__name__)
-    is_torch = torch_target.framework_of(fn, options) == "torch"
-    if is_torch:
-        # the torch target binds inputs itself (a Function's apply has no signature of its own)
-        torch_target.validate(fn, inputs, options, grad, vjp, hvp)
+    framework = frameworks.framework_of(fn, options)
+    if framework != "numpy":
+        # the framework target binds inputs itself (a Function's apply has no signature of its own)
+        frameworks.validate(fn, framework, inputs, options, grad, vjp, hvp)
         _check_wrt(inputs, options)
-        options, name = {**options, "framework": "torch"}, torch_target.display_name(fn)
+        options, name = {**options, "framework": framework}, frameworks.display_name(fn, framework)
     else:
+        if options.get("dtype") is not None and options["dtype"] not in DTYPES:
+            raise BadInput(f"dtype must be float64 or float32 for a numpy check, got {options['dtype']!r}")
+        for key in ("device", "autocast"):
+            if options.get(key) is not None:
+                raise BadInput(f"{key}= applies to torch checks only")
         _check_names(fn, inputs, options)
     spec = CheckSpec(name=name, fn=fn, file=where[0], line=where[1],
                      inputs=dict(inputs), options=dict(options), grad=grad, vjp=vjp, hvp=hvp)
     reg[0].append(spec)
-    if reg[1] and not is_torch:  # torch's backward is under test; and Function.vjp is torch's own
+    if reg[1] and framework == "numpy":  # the framework's gradient is under test; Function.vjp is torch's own
         _attach(fn, spec)
     return fn
 
@@ -216,9 +221,8 @@ def validate_options(options: dict) -> dict:
     if options.get("eps") == 0:
         raise BadInput("eps (the finite-difference step) must be positive")
     option_values.seed(options.get("seed"), "seed")
-    dtype = options.get("dtype")
-    if dtype is not None and (not _is_dtype(dtype) or np.dtype(dtype).name not in DTYPES):
-        raise BadInput(f"dtype must be float64 or float32, got {dtype!r}")
+    if options.get("dtype") is not None:
+        options["dtype"] = frameworks.check_dtype(options["dtype"])
     mode = options.get("mode")
     if mode is not None and mode not in MODES:
         raise BadInput(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
@@ -242,20 +246,12 @@ def validate_options(options: dict) -> dict:
     if order is not None and (isinstance(order, bool) or order not in (1, 2)):
         raise BadInput(f"order must be 1 or 2, got {order!r}")
     framework = options.get("framework")
-    if framework is not None and framework not in torch_target.FRAMEWORKS:
-        raise BadInput(f"framework must be one of {', '.join(torch_target.FRAMEWORKS)}, got {framework!r}")
+    if framework is not None and framework not in frameworks.FRAMEWORKS:
+        raise BadInput(f"framework must be one of {', '.join(frameworks.FRAMEWORKS)}, got {framework!r}")
     taylor = options.get("taylor")
     if taylor is not None and not isinstance(taylor, bool):
         raise BadInput(f"taylor must be True or False, got {taylor!r}")
     return options
-
-
-def _is_dtype(d) -> bool:
-    try:
-        np.dtype(d)
-        return True
-    except (TypeError, ValueError):
-        return False
 
 
 def _domain_ok(d):

@@ -65,6 +65,9 @@ class CheckResult:
     second_order: dict | None = None  # order 2: what was compared (see gradcli.checks.second_order)
     taylor: object = None  # TaylorResult of the first-order Taylor-remainder test, when it ran
     taylor2: object = None  # TaylorResult of the second-order test (with the Hv term), when it ran
+    dtype: str = "float64"  # the dtype the gradient under test was computed in (autocast: its dtype)
+    digits: dict | None = None  # below float64: input -> correct digits of the gradient under test
+    underflow: dict | None = None  # below float64: input -> share of entries 0 where the reference is not
 
     @property
     def taylor_slope(self) -> float | None:

@@ -52,10 +52,10 @@ from gradcli.checks.context import (
 from gradcli.checks.expression import expression_functions
 from gradcli.checks.fast import compare_fast
 from gradcli.checks.interrupt import is_user_interrupt, raised_by_user_code
-from gradcli.checks.registry import materialize, validate_options
+from gradcli.checks.registry import DTYPES, materialize, validate_options
 from gradcli.checks.result import CheckResult
 from gradcli.checks.spec import OPTIONS
-from gradcli.checks.torch_target import torch_functions
+from gradcli.checks import framework as frameworks
 from gradcli.checks.under_test import user_traceback
 
 __all__ = ["run_check", "user_traceback", "RTOL"]
@@ -98,6 +98,8 @@ def apply(result: CheckResult, outcome: Outcome) -> None:
         result.max_abs_error, result.max_rel_error = outcome.errors
     if outcome.second_order is not None:
         result.second_order = outcome.second_order
+    if outcome.precision is not None:
+        result.digits, result.underflow = outcome.precision
     if outcome.taylor2 is not None:
         result.taylor2 = outcome.taylor2
     if outcome.verdict is not None:
@@ -114,6 +116,7 @@ def _run(spec, opts: dict, result: CheckResult) -> None:
         apply(result, Outcome(verdict=built))
         return
     ctx = built
+    result.dtype = ctx.dtype
     outcome = compare_full(ctx) if ctx.mode == "full" else compare_fast(ctx)
     apply(result, outcome)
     if not outcome.stop:
@@ -124,7 +127,7 @@ def build_context(spec, opts: dict, result: CheckResult):
     """The spec's arrays, options and tolerances, the function called at the inputs, the references
     prepared -> CheckContext, or the Verdict that ends the check before any comparison. Notes, the
     order, the kind and the mode go on ``result`` as they are found."""
-    dtype = np.dtype(opts.get("dtype", "float64")).name
+    dtype = opts.get("dtype") or "float64"
     seed = int(opts.get("seed", 0))
     with_grad, output = bool(opts.get("with_grad", False)), opts.get("output")
     # a registered hvp is checked unless order=1 says otherwise
@@ -140,14 +143,19 @@ def build_context(spec, opts: dict, result: CheckResult):
         inputs = {k: v.astype(dtype) if v.dtype.kind in "biu" else v for k, v in inputs.items()}
         if any(v.dtype.kind == "c" for v in inputs.values()):
             return Verdict("skipped", "complex inputs to an expression check are not differentiated")
-    elif opts.get("framework") == "torch":
-        inputs = materialize(spec.inputs, seed, opts.get("domain"), np.dtype(dtype))
-        built = torch_functions(spec, opts, inputs)
+    elif opts.get("framework") in frameworks.TARGETS:
+        target = frameworks.target_of(opts["framework"])
+        inputs = materialize(target.as_arrays(spec.inputs), seed, opts.get("domain"), np.float64)
+        built = target.functions(spec, opts, inputs)
         if isinstance(built, Verdict):
             return built
-        fn, user_vjp, ad_factory = built  # torch's backward is the vjp under test; no trace of torch code
+        # the framework's own gradient is the vjp under test; no trace of framework code
+        fn, user_vjp, ad_factory, inputs = built
+        dtype = target.tolerance_dtype(opts, target.run_dtype_name(spec.fn, opts))
         result.kind = "vjp"
     else:
+        if dtype not in DTYPES:
+            raise BadInput(f"dtype must be float64 or float32 for a numpy check, got {dtype!r}")
         inputs = materialize(spec.inputs, seed, opts.get("domain"), np.dtype(dtype))
         wrt = opts.get("wrt")
         complex_inputs = [k for k, v in inputs.items() if v.dtype.kind == "c" and (wrt is None or k in wrt)]
@@ -166,7 +174,7 @@ def build_context(spec, opts: dict, result: CheckResult):
         wrt = [k for k, v in inputs.items() if v.dtype.kind == "f"]
     for k in wrt:
         if inputs[k].dtype.kind != "f":
-            inputs[k] = inputs[k].astype(dtype)
+            inputs[k] = inputs[k].astype(np.float64 if opts.get("framework") in frameworks.TARGETS else dtype)
     if not wrt:
         return Verdict("skipped", "no floating-point inputs to differentiate (integer and boolean inputs are "
                                   "constants; pass floats such as x=1.0, or name them in wrt=)")

@@ -11,7 +11,7 @@ from typing import Callable
 
 #: Option keywords of ``gradcli.check`` (docs/contract.md, the model file); any other keyword is an input.
 OPTIONS = ("atol", "rtol", "eps", "seed", "dtype", "mode", "domain", "wrt", "output", "with_grad", "order",
-           "taylor", "framework")
+           "taylor", "framework", "device", "autocast")
 
 
 @dataclass
@@ -31,7 +31,7 @@ class CheckSpec:
     def kind(self) -> str:
         if self.expression is not None:
             return "expression"
-        if self.vjp is not None or self.options.get("framework") == "torch":  # torch: its backward is the vjp
+        if self.vjp is not None or self.options.get("framework") in ("torch", "jax"):  # the framework's vjp
             return "vjp"
         if self.grad is not None:
             return "grad"

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gradcli.checks import numeric as num
-from gradcli.checks.context import CheckContext, Verdict
+from gradcli.checks.context import EPS, CheckContext, Verdict
 from gradcli.checks.under_test import under_test_vjp
 
 STEPS = 26  # h = 2^-1 ... 2^-26: f's rounding ends order 1 near 2^-23 and order 2 near 2^-15 in float64
@@ -130,7 +130,7 @@ def taylor_test(check: CheckContext, order: int = 1, hvp=None):
     if isinstance(g, Verdict):
         return g
     gv = float(g @ vflat)
-    g_round = GRAD_ROUNDING * np.finfo(check.dtype).eps * float(np.sum(np.abs(g * vflat)))
+    g_round = GRAD_ROUNDING * EPS[check.dtype] * float(np.sum(np.abs(g * vflat)))
     quad, q_err = 0.0, 0.0
     if order == 2:
         got = hvp(v, w)
@@ -138,7 +138,7 @@ def taylor_test(check: CheckContext, order: int = 1, hvp=None):
             return got
         hv, hv_err = got
         quad = 0.5 * float(vflat @ hv)
-        q_err = 0.5 * float(np.abs(vflat) @ (hv_err + GRAD_ROUNDING * np.finfo(check.dtype).eps * np.abs(hv)))
+        q_err = 0.5 * float(np.abs(vflat) @ (hv_err + GRAD_ROUNDING * EPS[check.dtype] * np.abs(hv)))
     f0 = check.f0
     phi0 = float(w @ f0)
     terms0 = float(np.abs(w) @ np.abs(f0))

@@ -1,36 +1,40 @@
-"""PyTorch targets: a ``torch.autograd.Function`` (or its ``.apply``), or a function of tensors registered
-with ``framework="torch"``, checked as a numpy-level check.
+"""PyTorch targets checked as numpy-level checks: a ``torch.autograd.Function`` (or its ``.apply``), an
+``nn.Module`` (input and parameter gradients), or a function of tensors (``framework="torch"``).
 
-The check's function runs the target's forward in float64 on tensors made from the numpy inputs and
-hands back its output as numpy; the vjp under test is torch's own backward,
-``torch.autograd.grad(out, inputs, grad_outputs=g)``, so a custom Function's ``backward`` is what is
-checked. gradcli does not trace torch code: the finite differences are the reference.
-
-Inputs bind to the target's parameters by name where its signature names them all (for a Function,
-its ``forward`` less ``ctx``), otherwise by position in the order they were given. torch is imported
-only when a torch check runs, never when gradcli is imported.
+``fn`` runs the target in float64 on tensors made from the numpy inputs (the reference the numerics
+differentiate); the vjp under test is torch's own backward in the dtype under test, under autocast
+where asked, so every custom ``backward`` inside the target is what is checked. gradcli does not trace
+torch code. Dropout and other randomness draw from a generator reseeded before every call, so the
+function the differences see is one function; a module's buffers (BatchNorm's running statistics) are
+restored before every call, so they stay constants.
 """
 from __future__ import annotations
 
-import inspect
+import copy
 import sys
 
 import numpy as np
 
 from gradcli.core.errors import BadInput
+from gradcli.checks.binding import bind, call_bound, signature_parameters
 from gradcli.checks.context import Verdict
 
-FRAMEWORKS = ("numpy", "torch")
+KIND = "torch.autograd.Function or torch.nn.Module"
 MISSING = "torch is not installed; this check needs it: pip install 'gradcli[torch]'"
+AUTOCAST = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16"}
 
 
 class BackwardReturnedNone(Exception):
     """The backward gave no gradient for an input whose leaf it is connected to."""
 
 
+def _torch():
+    return sys.modules.get("torch")  # a Function or Module exists only once torch is imported
+
+
 def _function_class(fn):
     """The ``torch.autograd.Function`` subclass behind ``fn`` (the class or its ``.apply``), else None."""
-    torch = sys.modules.get("torch")  # a Function subclass exists only once torch is imported
+    torch = _torch()
     if torch is None:
         return None
     base = torch.autograd.Function
@@ -40,31 +44,31 @@ def _function_class(fn):
     return None
 
 
-def framework_of(fn, options: dict) -> str:
-    """"torch" for a Function subclass or its ``.apply``, or ``framework="torch"``; else "numpy"."""
-    framework = options.get("framework")
-    cls = _function_class(fn)
-    if cls is not None and framework == "numpy":
-        raise BadInput(f"{cls.__name__} is a torch.autograd.Function: framework='numpy' cannot check it")
-    return "torch" if cls is not None or framework == "torch" else "numpy"
+def _is_module(fn) -> bool:
+    torch = _torch()
+    return torch is not None and isinstance(fn, torch.nn.Module)
+
+
+def detects(fn) -> bool:
+    return _function_class(fn) is not None or _is_module(fn)
 
 
 def display_name(fn) -> str:
     cls = _function_class(fn)
-    return cls.__name__ if cls is not None else getattr(fn, "__name__", type(fn).__name__)
+    if cls is not None:
+        return cls.__name__
+    if _is_module(fn):
+        return type(fn).__name__
+    return getattr(fn, "__name__", type(fn).__name__)
 
 
 def _parameters(fn):
-    """The named parameters inputs may bind to -> list of inspect.Parameter, or None where unknown."""
     cls = _function_class(fn)
-    target = cls.forward if cls is not None else fn
-    try:
-        params = list(inspect.signature(target).parameters.values())
-    except (TypeError, ValueError):  # builtins such as torch.sin
-        return None
-    if cls is not None and _forward_takes_ctx(cls) and params:
-        params = params[1:]
-    return params
+    if cls is not None:
+        return signature_parameters(cls.forward, drop_first=_forward_takes_ctx(cls))
+    if _is_module(fn):
+        return signature_parameters(fn.forward)
+    return signature_parameters(fn)
 
 
 def _forward_takes_ctx(cls) -> bool:
@@ -73,107 +77,204 @@ def _forward_takes_ctx(cls) -> bool:
     return getattr(cls.setup_context, "__func__", cls.setup_context) is torch.autograd.Function.setup_context
 
 
-def _binding(fn, names: list):
-    """How inputs reach the target -> the parameter list to bind by name, or None for positional."""
-    params = _parameters(fn)
-    if params is None:
-        return None
-    named = [p for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY, p.POSITIONAL_ONLY)]
-    if all(n in {p.name for p in named} for n in names):
-        missing = [p.name for p in named if p.default is p.empty and p.name not in names]
-        if missing:
-            raise BadInput(f"no value for parameter {missing[0]!r} of {display_name(fn)}: "
-                           f"pass {missing[0]}=value or a shape such as {missing[0]}=(3,)")
-        return named
-    if any(p.kind is p.VAR_POSITIONAL for p in params):
-        return None
-    unknown = next(n for n in names if n not in {p.name for p in named})
-    raise BadInput(f"{display_name(fn)} has no parameter {unknown!r} "
-                   f"(its parameters: {', '.join(p.name for p in named) or 'none'})")
+def _module_parameters(module) -> list:
+    """(name, Parameter) for every parameter whose gradient is checked, as named_parameters() names them."""
+    return [(n, p) for n, p in module.named_parameters() if p.requires_grad]
 
 
-def validate(fn, inputs: dict, options: dict, grad=None, vjp=None, hvp=None) -> None:
-    """Raise BadInput for what a torch check cannot take (registration and run both call this)."""
-    what = display_name(fn)
-    if grad is not None or vjp is not None or hvp is not None:
-        raise BadInput(f"{what} is checked against torch's own backward: drop grad=/vjp=/hvp=")
-    if options.get("with_grad"):
-        raise BadInput("with_grad=True does not apply to a torch check (torch's backward is checked)")
-    if options.get("dtype") is not None and np.dtype(options["dtype"]).name != "float64":
-        raise BadInput("a torch check runs in float64; dtype=float32 is not supported for torch yet")
+def validate(fn, inputs: dict, options: dict) -> None:
+    """Raise BadInput for what a torch check cannot take."""
     if _function_class(fn) is None and not callable(fn):
         raise BadInput(f"framework='torch' takes a function of tensors, got {type(fn).__name__}")
-    _binding(fn, list(inputs))
+    device = options.get("device")
+    if device is not None and (not isinstance(device, str) or device.split(":")[0] not in ("cpu", "cuda")):
+        raise BadInput(f"device must be 'cpu' or 'cuda' (or 'cuda:N'), got {device!r}")
+    autocast = options.get("autocast")
+    if autocast is not None and autocast not in AUTOCAST:
+        raise BadInput(f"autocast must be 'bf16' or 'fp16', got {autocast!r}")
+    if autocast is not None and options.get("dtype") not in (None, "float32"):
+        raise BadInput("autocast= runs with float32 inputs and parameters; drop dtype=")
+    names = list(inputs)
+    if _is_module(fn):
+        clash = [n for n, _ in _module_parameters(fn) if n in inputs]
+        if clash:
+            raise BadInput(f"input {clash[0]!r} has the name of a parameter of {display_name(fn)}: rename the input")
+    bind(_parameters(fn), names, display_name(fn))
 
 
-def torch_functions(spec, opts: dict, inputs: dict):
-    """-> (fn(**inputs), vjp(g, **inputs), ad_factory) for the check pipeline, or the Verdict that ends
-    the check (torch missing, complex inputs)."""
+def as_arrays(inputs: dict) -> dict:
+    """Given tensors as float64 numpy arrays (bfloat16 included); shapes and other values untouched."""
+    torch = _torch()
+    if torch is None:
+        return dict(inputs)
+    return {k: v.detach().cpu().double().numpy() if isinstance(v, torch.Tensor) and v.is_floating_point()
+            else v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+
+
+def run_dtype_name(fn, options: dict) -> str:
+    """The dtype the gradient under test is computed in: ``dtype=``, float32 under autocast, a module's
+    own dtype, else float64."""
+    if options.get("autocast") is not None:
+        return "float32"
+    if options.get("dtype") is not None:
+        return options["dtype"]
+    if _is_module(fn):
+        dtypes = {str(p.dtype).replace("torch.", "") for p in fn.parameters() if p.is_floating_point()}
+        if len(dtypes) == 1:
+            return dtypes.pop()
+    return "float64"
+
+
+def tolerance_dtype(opts: dict, run_dtype: str) -> str:
+    """The dtype whose rounding the tolerance allows for: the autocast dtype, else the run dtype."""
+    autocast = opts.get("autocast")
+    return AUTOCAST[autocast] if autocast is not None else run_dtype
+
+
+def functions(spec, opts: dict, inputs: dict):
+    """-> (fn(**inputs), vjp(g, **inputs), ad_factory, inputs), or the Verdict that ends the check."""
     try:
         import torch
     except ImportError:
         return Verdict("error", MISSING)
-    validate(spec.fn, spec.inputs, opts, spec.grad, spec.vjp, spec.hvp)
+    target_fn = spec.fn
+    validate(target_fn, spec.inputs, opts)
     complex_inputs = [k for k, v in inputs.items() if v.dtype.kind == "c"]
     if complex_inputs:
         return Verdict("skipped", f"complex inputs to a torch check are not checked yet ({', '.join(complex_inputs)})")
-    bound = _binding(spec.fn, list(spec.inputs))
-    cls = _function_class(spec.fn)
-    target = cls.apply if cls is not None else spec.fn
+    device = opts.get("device") or "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        return Verdict("skipped", f"device={device!r} was asked for, but torch finds no CUDA device here")
+    run_dtype = getattr(torch, run_dtype_name(target_fn, opts))
+    # a given tensor runs in its own dtype; every other float input in the run dtype
+    own = {k: v.dtype for k, v in spec.inputs.items() if isinstance(v, torch.Tensor) and v.is_floating_point()}
+    seed = int(opts.get("seed", 0))
+    autocast = opts.get("autocast")
     output = opts.get("output")
+    bound = bind(_parameters(target_fn), list(spec.inputs), display_name(target_fn))
+    cls = _function_class(target_fn)
+    inputs = dict(inputs)
+    module_names: list = []
+    if _is_module(target_fn):
+        params = _module_parameters(target_fn)
+        module_names = [n for n, _ in params]
+        for n, p in params:
+            inputs[n] = p.detach().cpu().double().numpy()
+        ref_module = copy.deepcopy(target_fn).to(device=device, dtype=torch.float64)
+        test_module = copy.deepcopy(target_fn).to(device=device)
+        if opts.get("dtype") is not None or autocast is not None:
+            test_module = test_module.to(dtype=run_dtype)
+        modules = {torch.float64: _Loaded(torch, ref_module, module_names)}
+    else:
+        modules = {}
+    dtypes = {k: own.get(k, run_dtype) for k in inputs}
+    # the point itself in the dtype under test, so that float64 reference and gradient see one point
+    inputs = {k: _rounded(torch, v, dtypes[k]) for k, v in inputs.items()}
+    call_target = cls.apply if cls is not None else target_fn
 
-    def run(tensors: dict):
-        if bound is None:
-            return target(*tensors.values())
-        if cls is None:
-            return target(**tensors)
-        # Function.apply takes no keywords: the forward's order, its defaults where not given
-        return target(*[tensors[p.name] if p.name in tensors else p.default for p in bound])
+    def run(tensors: dict, precision):
+        with torch.random.fork_rng(devices=[] if device == "cpu" else [device]):
+            torch.manual_seed(seed)
+            if module_names:
+                module = modules[precision] if precision in modules else modules.setdefault(
+                    precision, _Loaded(torch, test_module, module_names))
+                args = {k: v for k, v in tensors.items() if k not in module_names}
+                return module(call_bound, bound, args, {k: tensors[k] for k in module_names})
+            return call_bound(call_target, bound, tensors, keywords=cls is None)
 
     def fn(**kw):
         if any(np.iscomplexobj(v) for v in kw.values()):
             raise TypeError("complex step does not apply to a torch check")
         with torch.no_grad():
-            return _to_numpy(run(_tensors(torch, kw, ())))
+            tensors = {k: _tensor(torch, v, torch.float64, device, False) for k, v in kw.items()}
+            return _to_numpy(run(tensors, torch.float64))
 
     def vjp(g, **kw):
         wrt = opts.get("wrt") or [k for k, v in kw.items() if np.asarray(v).dtype.kind == "f"]
-        tensors = _tensors(torch, kw, wrt)
+        # a parameter's value is copied into the module's own, which is the leaf
+        tensors = {k: _tensor(torch, v, dtypes.get(k, run_dtype), device, k in wrt and k not in module_names)
+                   for k, v in kw.items()}
         with torch.enable_grad():
-            out = _selected(run(tensors), output)
-            leaves = [tensors[k] for k in wrt]
+            if autocast is not None:
+                with torch.autocast(device_type=device.split(":")[0], dtype=getattr(torch, AUTOCAST[autocast])):
+                    out = _selected(run(tensors, "test"), output)
+            else:
+                out = _selected(run(tensors, "test"), output)
             if not isinstance(out, torch.Tensor) or not out.requires_grad:
                 return {k: np.zeros(np.shape(kw[k])) for k in wrt}
-            seed = torch.as_tensor(np.asarray(g), dtype=out.dtype).reshape(out.shape)
-            grads = torch.autograd.grad(out, leaves, grad_outputs=seed, allow_unused=True)
-        reached = _leaves_reached(out)
-        dropped = [k for k, leaf, gr in zip(wrt, leaves, grads) if gr is None and id(leaf) in reached]
+            seed_t = torch.as_tensor(np.asarray(g, dtype=np.float64), device=out.device).to(out.dtype).reshape(out.shape)
+            reached = _leaves_reached(out)
+            if module_names:
+                grads = modules["test"].backward(out, seed_t, tensors, wrt)
+            else:
+                leaves = [tensors[k] for k in wrt]
+                grads = dict(zip(wrt, torch.autograd.grad(out, leaves, grad_outputs=seed_t, allow_unused=True)))
+        leaf = {k: modules["test"].parameter(k) if k in module_names else tensors[k] for k in wrt}
+        dropped = [k for k in wrt if grads[k] is None and id(leaf[k]) in reached]
         if dropped:
-            raise BackwardReturnedNone(f"the backward returned None for {', '.join(dropped)} (an input that "
-                                       "needs a gradient); return a tensor, or leave it out of wrt=")
+            what = "the backward returned None" if not module_names else "the gradient is None (.grad not set)"
+            raise BackwardReturnedNone(f"{what} for {', '.join(dropped)} (an input that needs a gradient); "
+                                       "return a tensor, or leave it out of wrt=")
         # an input the graph never reaches has the derivative 0 through torch; the numerics test that
-        return {k: np.zeros(np.shape(kw[k])) if gr is None else gr.detach().cpu().numpy()
-                for k, gr in zip(wrt, grads)}
+        return {k: np.zeros(np.shape(kw[k])) if grads[k] is None else grads[k].detach().cpu().double().numpy()
+                for k in wrt}
 
-    return fn, vjp, lambda base, wrt: None
+    return fn, vjp, lambda base, wrt: None, inputs
 
 
-def _tensors(torch, kw: dict, wrt) -> dict:
-    out = {}
-    for k, v in kw.items():
-        a = np.array(v)
-        if a.dtype.kind == "f":
-            out[k] = torch.tensor(a.astype(np.float64), requires_grad=k in wrt)
-        else:  # integers and booleans are constants
-            out[k] = torch.as_tensor(a)
-    return out
+class _Loaded:
+    """A module copy whose parameters are set from the check's values before each call."""
+
+    def __init__(self, torch, module, names):
+        self.torch, self.module, self.names = torch, module, names
+        own = dict(module.named_parameters())
+        self.params = [own[n] for n in names]
+        self.buffers = [(b, b.detach().clone()) for b in module.buffers()]
+
+    def __call__(self, call_bound, bound, args: dict, values: dict):
+        torch = self.torch
+        with torch.no_grad():
+            for p, n in zip(self.params, self.names):
+                p.copy_(values[n].to(p.dtype))
+            for b, saved in self.buffers:  # buffers are constants of the check
+                b.copy_(saved)
+        for p in self.params:
+            p.grad = None  # torch accumulates into .grad: every call starts from none
+        return call_bound(self.module, bound, args)
+
+    def parameter(self, name):
+        return self.params[self.names.index(name)]
+
+    def backward(self, out, seed, tensors: dict, wrt) -> dict:
+        """``out.backward(seed)``, then each parameter's ``.grad`` and each input's gradient."""
+        out.backward(seed)
+        grads = {n: p.grad for n, p in zip(self.names, self.params) if n in wrt}
+        grads.update({k: tensors[k].grad for k in wrt if k not in self.names})
+        return grads
+
+
+def _rounded(torch, v, dtype):
+    """``v`` (a numpy array) rounded through ``dtype`` and back to float64: the point under test."""
+    a = np.asarray(v)
+    if a.dtype.kind != "f":
+        return a
+    return torch.from_numpy(np.array(a, dtype=np.float64)).to(dtype).double().numpy()
+
+
+def _tensor(torch, v, dtype, device, requires_grad: bool):
+    a = np.array(v)
+    if a.dtype.kind != "f":  # integers and booleans are constants
+        return torch.as_tensor(a, device=device)
+    t = torch.from_numpy(a.astype(np.float64)).to(device=device, dtype=dtype)
+    return t.requires_grad_(requires_grad)
 
 
 def _to_numpy(out):
     if isinstance(out, (tuple, list)):
         return tuple(_to_numpy(o) for o in out)
     if hasattr(out, "detach"):
-        return out.detach().cpu().numpy()
+        t = out.detach().cpu()
+        return (t.double() if t.is_floating_point() else t).numpy()
     return np.asarray(out)
 
 

@@ -11,7 +11,7 @@ import traceback as tb
 
 import numpy as np
 
-from gradcli.checks.context import CheckContext, Verdict
+from gradcli.checks.context import CheckContext, Verdict, array_dtype
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -40,7 +40,7 @@ def user_gradient(ctx: CheckContext, what: str, grads=None):
 
 def user_vjp_at(ctx: CheckContext, g: np.ndarray):
     """The vjp under test for the flat cotangent ``g`` -> {name: array} | Verdict."""
-    g = np.array(g.reshape(ctx.out_shape), dtype=ctx.dtype)
+    g = np.array(g.reshape(ctx.out_shape), dtype=array_dtype(ctx.dtype))
     try:
         res = ctx.vjp(g, **ctx.fresh_inputs())
     except Exception as exc:  # noqa: BLE001
@@ -50,7 +50,7 @@ def user_vjp_at(ctx: CheckContext, g: np.ndarray):
 
 def user_hvp(ctx: CheckContext, v: dict):
     """The hvp under test for direction ``v`` ({name: array}) in the dtype under test -> flat | Verdict."""
-    vs = tuple(np.array(v[k], dtype=ctx.dtype) for k in ctx.wrt)
+    vs = tuple(np.array(v[k], dtype=array_dtype(ctx.dtype)) for k in ctx.wrt)
     try:
         res = ctx.spec.hvp(vs[0] if len(vs) == 1 else vs, **ctx.fresh_inputs())
     except Exception as exc:  # noqa: BLE001 - the hvp under test raised: a failure

@@ -58,7 +58,7 @@ def render_check_report(report: CheckReport, seconds: float | None = None, taylo
             table.add_row(*row)
         parts.append(table)
     for r in report.checks:
-        if r.status != "pass" or r.notes:
+        if r.status != "pass" or r.notes or r.digits:
             parts.append(render_details(r))
     parts.append(summary_line(report, seconds))
     return Group(*parts)
@@ -93,6 +93,8 @@ def render_details(r: CheckResult) -> Group:
     for t in (r.taylor, r.taylor2):
         if t is not None:
             parts.append(Text(f"taylor (order {t.order}): {t.verdict}: {t.detail}"))
+    if r.digits:
+        parts.append(Text(precision_line(r)))
     if r.notes:
         notes = Text()
         for n in r.notes:
@@ -102,6 +104,14 @@ def render_details(r: CheckResult) -> Group:
     if r.traceback:
         parts.append(Text(r.traceback.rstrip("\n"), style="red"))
     return Group(*parts)
+
+
+def precision_line(r: CheckResult) -> str:
+    """Correct digits of the gradient under test by input, for a check below float64."""
+    parts = ", ".join(f"{k} {v:.1f}" for k, v in r.digits.items())
+    lost = [f"{k} {100 * v:.3g}%" for k, v in (r.underflow or {}).items() if v > 0]
+    return (f"{r.dtype}: correct digits by input (against the float64 reference): {parts}"
+            + (f"; entries underflowing to 0: {', '.join(lost)}" if lost else ""))
 
 
 def _methods_text(r: CheckResult) -> Text | None:
@@ -181,6 +191,8 @@ def result_text(r: CheckResult) -> str:
     for t in (r.taylor, r.taylor2):
         if t is not None:
             lines.append(f"taylor (order {t.order}): {t.verdict}: {t.detail}")
+    if r.digits:
+        lines.append(precision_line(r))
     lines.extend(f"note: {n}" for n in r.notes)
     if r.traceback:
         lines.append(r.traceback.rstrip("\n"))

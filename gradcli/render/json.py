@@ -264,6 +264,8 @@ def check_result_document(c) -> dict:
         if c.taylor2 is not None:
             d["taylor"].update({"slope2": finite_or_none(c.taylor_slope2), "verdict2": c.taylor_verdict2,
                                 "detail2": c.taylor2.detail})
+    if c.digits is not None:
+        d.update(dtype=c.dtype, digits=dict(c.digits), underflow=dict(c.underflow or {}))
     if c.notes:
         d["notes"] = list(c.notes)
     return d

@@ -171,12 +171,20 @@ def test_bad_torch_checks_are_refused_at_registration():
         build_spec(RMSNorm.apply, x=(4, 8), z=(8,))
     with pytest.raises(BadInput, match="no value for parameter 'w'"):
         build_spec(RMSNorm.apply, x=(4, 8))
-    with pytest.raises(BadInput, match="torch's own backward"):
+    with pytest.raises(BadInput, match="torch's own gradients"):
         build_spec(Gelu.apply, vjp=lambda g, x: g, x=(3,))
     with pytest.raises(BadInput, match="framework must be"):
+        build_spec(Gelu.apply, x=(3,), framework="tensorflow")
+    with pytest.raises(BadInput, match="is a torch.autograd.Function .*framework='jax' cannot check it"):
         build_spec(Gelu.apply, x=(3,), framework="jax")
-    with pytest.raises(BadInput, match="float64"):
-        build_spec(Gelu.apply, x=(3,), dtype="float32")
+    with pytest.raises(BadInput, match="dtype must be one of"):
+        build_spec(Gelu.apply, x=(3,), dtype="int8")
+    with pytest.raises(BadInput, match="float64 or float32 for a numpy check"):
+        build_spec(lambda x: x, x=(3,), dtype="bf16")
+    with pytest.raises(BadInput, match="autocast must be"):
+        build_spec(Gelu.apply, x=(3,), autocast="int8")
+    with pytest.raises(BadInput, match="applies to torch checks only"):
+        build_spec(lambda x: x, x=(3,), device="cuda")
 
 
 def test_without_torch_the_check_is_an_error_naming_the_extra(monkeypatch):

@@ -1,0 +1,77 @@
+"""Which framework a check's target belongs to, and what every framework target shares: how inputs
+bind to its parameters, the dtypes it may run in, and the dispatch to the target modules.
+
+A framework target (gradcli.checks.torch_target, gradcli.checks.jax_target) turns its target into a
+numpy-level check: ``fn(**inputs)`` runs the primal and returns numpy, ``vjp(g, **inputs)`` returns the
+framework's own gradients (every custom rule inside the target is what is checked), and the one
+pipeline (gradcli.checks.runner) compares them with its numerics in float64. The frameworks are
+imported only when such a check runs, never when gradcli is imported.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from gradcli.core.errors import BadInput
+from gradcli.checks import jax_target, torch_target
+
+FRAMEWORKS = ("numpy", "torch", "jax")
+#: dtypes a framework check may run in; numpy checks take float64 and float32 only
+DTYPES = ("float64", "float32", "float16", "bfloat16")
+TARGETS = {"torch": torch_target, "jax": jax_target}
+
+
+def framework_of(fn, options: dict) -> str:
+    """The target's own framework (a torch Function or module, a JAX custom rule), else the
+    ``framework=`` option, else "numpy". A target of one framework asked to run as another is BadInput."""
+    asked = options.get("framework")
+    for name, target in TARGETS.items():
+        if target.detects(fn):
+            if asked is not None and asked != name:
+                raise BadInput(f"{target.display_name(fn)} is a {target.KIND}: framework={asked!r} cannot check it")
+            return name
+    return asked or "numpy"
+
+
+def target_of(framework: str):
+    return TARGETS[framework]
+
+
+def display_name(fn, framework: str) -> str:
+    return TARGETS[framework].display_name(fn)
+
+
+def validate(fn, framework: str, inputs: dict, options: dict, grad=None, vjp=None, hvp=None) -> None:
+    """Raise BadInput for what a framework check cannot take (registration and run both call this)."""
+    target = TARGETS[framework]
+    what = target.display_name(fn)
+    if grad is not None or vjp is not None or hvp is not None:
+        raise BadInput(f"{what} is checked against {framework}'s own gradients: drop grad=/vjp=/hvp=")
+    if options.get("with_grad"):
+        raise BadInput(f"with_grad=True does not apply to a {framework} check ({framework}'s gradients are checked)")
+    target.validate(fn, inputs, options)
+
+
+def functions(spec, opts: dict, inputs: dict):
+    """-> (fn(**inputs), vjp(g, **inputs), ad_factory, inputs) for the pipeline, or the Verdict that ends
+    the check (the framework missing, inputs it cannot take). ``inputs`` may gain entries (a module's
+    parameters)."""
+    framework = opts["framework"]
+    return TARGETS[framework].functions(spec, opts, inputs)
+
+
+def check_dtype(dtype) -> str | None:
+    """The dtype's name (None: the default), BadInput for one no check can take; numpy checks take
+    float64 and float32 only (the registry says so)."""
+    if dtype is None:
+        return None
+    name = str(dtype).replace("torch.", "")
+    name = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "float": "float32", "double": "float64",
+            "fp32": "float32", "fp64": "float64"}.get(name, name)
+    if name not in DTYPES:
+        try:
+            name = np.dtype(dtype).name
+        except (TypeError, ValueError):
+            pass
+    if name not in DTYPES:
+        raise BadInput(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    return name
