@@ -312,7 +312,7 @@ def verdict_of_elements(ctx, got, ref, err, kink, cols, refdesc: str, identity=N
         return Outcome(
             verdict=Verdict("fail", f"{under} disagrees with {refdesc} at {where}: expected {w.expected:.8g}, got "
                                     f"{w.got:.8g} (rel error {w.rel_error:.2g}); {counted}"
-                                    + (underflow_text(ctx, underflow) if w.got == 0 else "")),
+                                    + underflow_text(ctx, w.expected, underflow)),
             methods=((name, summarize(name, "mismatch", diff[ok], rel[ok])),), mismatches=tuple(found), errors=errors,
             precision=precision)
     elements = Outcome(methods=((name, summarize(name, "ok", diff[ok], rel[ok])),), errors=errors,

@@ -16,6 +16,8 @@ from gradcli.checks.result import MethodSummary, Mismatch
 
 #: The unit of rounding (machine epsilon) of each dtype a check may run in; bfloat16 has no numpy dtype.
 EPS = {"float64": 2.0 ** -52, "float32": 2.0 ** -23, "float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
+#: The smallest normal number of each dtype: below it a value keeps fewer digits, then flushes to 0.
+TINY = {"float64": 2.0 ** -1022, "float32": 2.0 ** -126, "float16": 2.0 ** -14, "bfloat16": 2.0 ** -126}
 #: Default relative tolerance by the dtype under test; ``rtol``/``atol`` options replace it. Below float64
 #: it is about sqrt(EPS): a correct rule computed in the dtype is off by a few EPS per operation, far
 #: below it, and a real bug (a cancellation, a wrong term) by far more. float64's is set by the

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcli.checks.context import EPS, MAX_MISMATCHES, badness
+from gradcli.checks.context import EPS, TINY, MAX_MISMATCHES, badness
 
 #: f's measured noise above this many ulp of |f| says it computes in less than float64 inside.
 NOISY_ULPS = 1e3
@@ -71,17 +71,18 @@ def precision_by_input(ctx, got, ref, typ, cols, diff) -> tuple:
         # no more digits than the dtype holds: an exact entry is as right as the dtype can be
         holds = float(-np.log10(EPS[ctx.dtype] / 2))
         worst_err = float(np.max(scaled[live]))
-        digits[name] = round(max(0.0, min(holds, -np.log10(worst_err) if worst_err > 0 else holds)), 1)
+        digits[name] = round(float(max(0.0, min(holds, -np.log10(worst_err) if worst_err > 0 else holds))), 1)
         lost = live & (got == 0) & (np.abs(ref) > ctx.floor(ref))
         underflow[name] = float(lost.sum() / live.sum())
     return digits, underflow
 
 
-def underflow_text(ctx, underflow: dict) -> str:
-    """The diagnosis of a low-precision failure where entries underflow to 0, or ""."""
-    lost = {k: v for k, v in (underflow or {}).items() if v > 0}
-    if not lost:
+def underflow_text(ctx, expected: float, underflow: dict) -> str:
+    """The diagnosis of a low-precision failure whose worst entry is below the dtype's smallest normal
+    number (it kept fewer digits or flushed to 0), or ""."""
+    if ctx.dtype == "float64" or not abs(expected) < TINY[ctx.dtype]:
         return ""
-    parts = ", ".join(f"{k} {100 * v:.3g}%" for k, v in lost.items())
-    return (f"; entries that underflow to 0 in {ctx.dtype} where the reference is not: {parts}: scale the loss "
-            "(torch.amp.GradScaler) so that small gradients stay representable")
+    lost = [f"{k} {100 * v:.3g}%" for k, v in (underflow or {}).items() if v > 0]
+    return (f"; the gradient underflows: entries below {ctx.dtype}'s smallest normal number ({TINY[ctx.dtype]:.2g}) "
+            "keep fewer digits or become 0" + (f" (0 where the reference is not: {', '.join(lost)})" if lost else "")
+            + ": scale the loss (torch.amp.GradScaler) so that small gradients stay representable")
