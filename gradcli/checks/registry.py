@@ -248,6 +248,7 @@ def validate_options(options: dict) -> dict:
     framework = options.get("framework")
     if framework is not None and framework not in frameworks.FRAMEWORKS:
         raise BadInput(f"framework must be one of {', '.join(frameworks.FRAMEWORKS)}, got {framework!r}")
+    frameworks.torch_target.check_options(options)
     taylor = options.get("taylor")
     if taylor is not None and not isinstance(taylor, bool):
         raise BadInput(f"taylor must be True or False, got {taylor!r}")

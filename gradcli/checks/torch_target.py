@@ -86,13 +86,8 @@ def validate(fn, inputs: dict, options: dict) -> None:
     """Raise BadInput for what a torch check cannot take."""
     if _function_class(fn) is None and not callable(fn):
         raise BadInput(f"framework='torch' takes a function of tensors, got {type(fn).__name__}")
-    device = options.get("device")
-    if device is not None and (not isinstance(device, str) or device.split(":")[0] not in ("cpu", "cuda")):
-        raise BadInput(f"device must be 'cpu' or 'cuda' (or 'cuda:N'), got {device!r}")
-    autocast = options.get("autocast")
-    if autocast is not None and autocast not in AUTOCAST:
-        raise BadInput(f"autocast must be 'bf16' or 'fp16', got {autocast!r}")
-    if autocast is not None and options.get("dtype") not in (None, "float32"):
+    check_options(options)
+    if options.get("autocast") is not None and options.get("dtype") not in (None, "float32"):
         raise BadInput("autocast= runs with float32 inputs and parameters; drop dtype=")
     names = list(inputs)
     if _is_module(fn):
@@ -100,6 +95,16 @@ def validate(fn, inputs: dict, options: dict) -> None:
         if clash:
             raise BadInput(f"input {clash[0]!r} has the name of a parameter of {display_name(fn)}: rename the input")
     bind(_parameters(fn), names, display_name(fn))
+
+
+def check_options(options: dict) -> None:
+    """BadInput for a ``device`` or ``autocast`` value no torch check can take (also in [tool.gradcli])."""
+    device = options.get("device")
+    if device is not None and (not isinstance(device, str) or device.split(":")[0] not in ("cpu", "cuda")):
+        raise BadInput(f"device must be 'cpu' or 'cuda' (or 'cuda:N'), got {device!r}")
+    autocast = options.get("autocast")
+    if autocast is not None and autocast not in AUTOCAST:
+        raise BadInput(f"autocast must be 'bf16' or 'fp16', got {autocast!r}")
 
 
 def as_arrays(inputs: dict) -> dict:

@@ -40,10 +40,13 @@ PROGRESS_AFTER_S = 1.0
 @click.option("--taylor", is_flag=True, default=False,
               help="Run the Taylor-remainder test on every check and show its fitted slope (2: right, 1: wrong; "
                    "order=2 checks also the slope with the Hessian term, 3: right).")
+@click.option("--autocast", type=click.Choice(["bf16", "fp16"]), default=None,
+              help="torch checks: run forward and backward under torch.autocast in this dtype, with float32 "
+                   "inputs and parameters (other checks ignore it).")
 @click.option("--timeout", type=float, default=None, metavar="SECONDS",
               help=f"Seconds one check (or one model file's import) may run before it is stopped and reported "
                    f"as an error (default {TIME_LIMIT_S:g}; also timeout in [tool.gradcli]).")
-def check(paths, pattern, as_json, junit, mode, seed, rtol, atol, taylor, timeout):
+def check(paths, pattern, as_json, junit, mode, seed, rtol, atol, taylor, autocast, timeout):
     """Run the gradient checks registered with @gradcli.check in model files or folders of them.
 
     \b
@@ -74,6 +77,8 @@ def check(paths, pattern, as_json, junit, mode, seed, rtol, atol, taylor, timeou
         cli_defaults = _check_options(paths, pattern, seed, rtol, atol, mode, timeout)
         if taylor:
             cli_defaults["taylor"] = True
+        if autocast:
+            cli_defaults["autocast"] = autocast
         defaults = {**session.load_defaults(paths[0]), **cli_defaults}
     except BadInput as exc:
         _refuse(exc, as_json, junit_path)

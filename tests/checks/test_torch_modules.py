@@ -187,3 +187,45 @@ def test_a_module_binds_its_input_by_position():
     torch.manual_seed(0)
     lin = torch.nn.Linear(3, 2).double()
     assert run(lin, inp=(4, 3)).status == "pass"  # forward(input): no name matches, so by position
+
+
+MIXED = '''
+import numpy as np
+import torch
+import gradcli
+
+torch.manual_seed(0)
+
+@gradcli.check(x=(3,))
+def numpy_square(x):
+    return np.sum(x ** 2)
+
+numpy_square.grad(lambda x: 2 * x)
+
+net = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Tanh())
+gradcli.check(net, x=(2, 4))
+
+@gradcli.check(x=(3, 4), framework="torch", dtype="float32")
+def block(x):
+    return torch.tanh(x).sum(-1)
+'''
+
+
+def test_a_model_file_mixes_numpy_and_torch_checks_and_autocast_from_the_cli(tmp_path):
+    from tests.cli_helpers import check, strict_json
+
+    (tmp_path / "mixed.py").write_text(MIXED)
+    res = check(tmp_path / "mixed.py", "--json")
+    assert res.exit_code == 0, res.output
+    doc = {c["name"]: c for c in strict_json(res.stdout)["checks"]}
+    assert {k: c["status"] for k, c in doc.items()} == {"numpy_square": "pass", "Sequential": "pass", "block": "pass"}
+    assert doc["Sequential"]["dtype"] == "float32" and set(doc["Sequential"]["digits"]) == {
+        "x", "0.weight", "0.bias"}
+    assert "digits" not in doc["numpy_square"]
+    res = check(tmp_path / "mixed.py", "--json", "--autocast", "bf16")
+    assert res.exit_code == 0, res.output
+    doc = {c["name"]: c for c in strict_json(res.stdout)["checks"]}
+    assert doc["Sequential"]["dtype"] == doc["block"]["dtype"] == "bfloat16"
+    assert "digits" not in doc["numpy_square"]  # autocast is for torch checks; numpy ones ignore it
+    res = check(tmp_path / "mixed.py", "--autocast", "int8")
+    assert res.exit_code == 2
