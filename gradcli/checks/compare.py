@@ -109,7 +109,7 @@ def _look_closer(ctx, ad_rows, cols, bad, nref, nerr, kink, ntyp, target, sigma,
     if ks.size or ku.size:
         notes.append(
             f"the finite differences at the default step reach across a kink near the point at {ks.size + ku.size} "
-            f"element(s): steps {1 / CLOSER:.0f} times smaller agree with traced AD at {ks.size}"
+            f"element(s): steps {1 / CLOSER:.0f} times smaller agree with {ctx.ad_label} at {ks.size}"
             + (f" and at {ku.size} give another value than the first steps (no finite-difference reference there)"
                if ku.size else ""))
     diff, tol, bad, und, live = judge(ctx, ad_rows[:, cols], nref, nerr, ntyp)
@@ -135,7 +135,7 @@ def compare_full(ctx: CheckContext) -> Outcome:
     cols = np.arange(n)
     if n > NUMERIC_CAP and ad_rows is not None:
         cols = _sample(ctx, n)
-        notes.append(f"{n} elements: finite differences on a seeded sample of {len(cols)}, traced AD as the "
+        notes.append(f"{n} elements: finite differences on a seeded sample of {len(cols)}, {ctx.ad_label} as the "
                      "reference elsewhere")
     target = ctx.rtol / 10
     sigma = num.noise_level(ctx.numf, ctx.f0, np.random.default_rng([ctx.seed, 13]))
@@ -177,16 +177,16 @@ def compare_full(ctx: CheckContext) -> Outcome:
         if bad.any():
             j, k = worst(diff, tol, bad)
             name, idx = ctx.unflat_index(cols[k])
-            notes.append(f"traced AD disagrees with the finite differences at {at_text(name, idx)} "
+            notes.append(f"{ctx.ad_label} disagrees with the finite differences at {at_text(name, idx)} "
                          f"({ad_rows[j, cols[k]]:.6g} vs {nref[j, k]:.6g} ± {nerr[j, k]:.2g}); "
                          "finite differences used as the reference")
             if ctx.constant:
                 notes.append(UNSEEN_NOTE)
-            methods["traced_reverse"] = summarize("traced_reverse", "mismatch", diff,
+            methods[ctx.ad_method] = summarize(ctx.ad_method, "mismatch", diff,
                                                   message="disagrees with the finite differences; not used")
         else:
-            ref, err, ref_cols, reference = ad_rows, np.zeros_like(ad_rows), np.arange(n), "traced_reverse"
-            methods["traced_reverse"] = summarize("traced_reverse", "used")
+            ref, err, ref_cols, reference = ad_rows, np.zeros_like(ad_rows), np.arange(n), ctx.ad_method
+            methods[ctx.ad_method] = summarize(ctx.ad_method, "used")
             methods[numeric_name] = summarize(numeric_name, "ok", diff, message=f"{len(cols)} elements")
             full_kink = np.zeros((m, n), dtype=bool)
             full_kink[:, cols] = kink
@@ -260,8 +260,8 @@ def _ad_rows(ctx, methods: dict, notes: list):
                 rows[j] = ctx.flat(ad.vjp(e))
         return rows
     except Exception as exc:  # noqa: BLE001
-        notes.append(f"traced AD failed ({type(exc).__name__}: {exc}); finite differences used")
-        methods["traced_reverse"] = summarize("traced_reverse", "error", message=str(exc))
+        notes.append(f"{ctx.ad_label} failed ({type(exc).__name__}: {exc}); finite differences used")
+        methods[ctx.ad_method] = summarize(ctx.ad_method, "error", message=str(exc))
         return None
 
 
@@ -326,7 +326,7 @@ def verdict_of_elements(ctx, got, ref, err, kink, cols, refdesc: str, identity=N
         nm, idx = ctx.unflat_index(int(cols[k]))
         message = (f"{int(und.sum())} of {int(live.sum())} entries cannot be decided: the finite-difference error "
                    f"estimate ({err[j, k]:.2g} at {at_text(nm, idx)}) is too large for the tolerance "
-                   f"({tol[j, k] - CHECK_ESTIMATE_SAFETY * err[j, k]:.2g}) and traced AD was not available to decide; "
+                   f"({tol[j, k] - CHECK_ESTIMATE_SAFETY * err[j, k]:.2g}) and {ctx.ad_label} was not available to decide; "
                    f"try {float64_hint(ctx, sigma)}another point (seed=), or a larger step (eps=)")
         return combine(elements, Outcome(verdict=Verdict("inconclusive", message)))
     if kink.any():
@@ -350,10 +350,10 @@ def verdict_of_elements(ctx, got, ref, err, kink, cols, refdesc: str, identity=N
 
 
 def reference_text(ctx, reference: str, complex_step_used: bool) -> str:
-    if ctx.autodiff or reference != "traced_reverse":
+    if ctx.autodiff or reference != ctx.ad_method:
         extra = " and complex step" if complex_step_used else ""
         return f"finite differences (richardson{extra})"
     if ctx.constant:
         return "0 (traced: the output is piecewise constant in the inputs; validated by finite differences)"
-    return "traced AD (validated by finite differences)"
+    return f"{ctx.ad_label} (validated by finite differences)"
 

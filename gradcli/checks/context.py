@@ -131,6 +131,15 @@ class CheckContext:
         """The differentiated output of the function at ``inputs`` (fresh copies: f may write to them)."""
         return call_selected(self.fn, inputs, self.with_grad, self.output)
 
+    @property
+    def ad_method(self) -> str:
+        """The AD reference's name in reports: gradcli's trace, or a framework's AD of the primal."""
+        return getattr(self.ad, "method", "traced_reverse")
+
+    @property
+    def ad_label(self) -> str:
+        return getattr(self.ad, "label", "traced AD")
+
     def fresh_inputs(self) -> dict:
         return {k: np.array(v) for k, v in self.inputs.items()}
 

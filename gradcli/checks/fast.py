@@ -47,7 +47,7 @@ def compare_fast(ctx: CheckContext) -> Outcome:
             else:
                 ad_w = [ctx.flat(ctx.ad.vjp(v.reshape(ctx.out_shape))) for v in vs]
         except Exception as exc:  # noqa: BLE001
-            notes.append(f"traced AD failed ({type(exc).__name__}: {exc}); finite differences used")
+            notes.append(f"{ctx.ad_label} failed ({type(exc).__name__}: {exc}); finite differences used")
             ad_w = None
     uflat = [ctx.flat(u) for u in us]
 
@@ -101,15 +101,15 @@ def compare_fast(ctx: CheckContext) -> Outcome:
                 notes.append("the finite differences along a random direction reach across a kink near the "
                              f"point; steps {1 / CLOSER:.0f} times smaller were used there")
         if bad.any():
-            notes.append("traced AD disagrees with finite differences along a random direction; "
+            notes.append(f"{ctx.ad_label} disagrees with finite differences along a random direction; "
                          "finite differences used as the reference")
             if ctx.constant:
                 notes.append(UNSEEN_NOTE)
-            methods["traced_reverse"] = summarize("traced_reverse", "mismatch", diff)
+            methods[ctx.ad_method] = summarize(ctx.ad_method, "mismatch", diff)
         else:
             trusted = True
-            reference = "traced_reverse"
-            methods["traced_reverse"] = summarize("traced_reverse", "used")
+            reference = ctx.ad_method
+            methods[ctx.ad_method] = summarize(ctx.ad_method, "used")
             methods["richardson"] = summarize("richardson", "ok", diff, message=f"{len(us)} random directions")
             scale = np.fmax(scale, rss)
             if ctx.constant:
@@ -143,7 +143,7 @@ def compare_fast(ctx: CheckContext) -> Outcome:
         if und.any() and not trusted:
             return Outcome(verdict=Verdict("inconclusive", (
                 "the finite-difference error estimate along a random direction is too large for the "
-                f"tolerance, and traced AD was not available to decide; try {float64_hint(ctx, sigma)}another "
+                f"tolerance, and {ctx.ad_label} was not available to decide; try {float64_hint(ctx, sigma)}another "
                 "point (seed=), a larger step (eps=) or mode='full'")))
         return None
 

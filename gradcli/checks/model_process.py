@@ -110,6 +110,14 @@ def _fault_frames(text: str) -> list:
     return frames[first:]
 
 
+def _after_fork() -> None:
+    """A framework the parent already ran leaves its thread pool to the child as a dead copy: torch's
+    OpenMP pool hangs the child's first parallel operation, so the child computes on one thread."""
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "set_num_threads"):
+        torch.set_num_threads(1)
+
+
 class ModelProcess:
     """A forked model process (worker.serve) and the pipes to it."""
 
@@ -146,6 +154,7 @@ class ModelProcess:
             if pid == 0:
                 try:
                     os.setpgid(0, 0)
+                    _after_fork()
                     os.close(channel_r)
                     os.close(output_r)
                     serve(self.job, channel_w, output_w, self.faults.fileno(), parent)

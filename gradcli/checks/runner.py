@@ -217,7 +217,12 @@ def build_context(spec, opts: dict, result: CheckResult):
     numf = num.Function(lambda x, complex_ok=False: call_selected(fn, x, with_grad, output), base, list(wrt))
     constant = False
     if ad_factory is not None:
-        ad = ad_factory(base, list(wrt))
+        try:
+            ad = ad_factory(base, list(wrt))
+        except Exception as exc:  # noqa: BLE001 - a framework's AD of the primal is a second opinion only
+            ad = None
+            result.notes.append(f"the framework's AD of the primal cannot be had ({exc}): finite differences "
+                                "decide")
     else:
         ad, constant = _traced_ad(fn, base, wrt, 0 if with_grad else output, f0, result.notes, _source_files(spec))
     return CheckContext(

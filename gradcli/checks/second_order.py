@@ -78,6 +78,10 @@ def ad_field(ctx: CheckContext, inputs: dict, w: np.ndarray) -> np.ndarray:
     return ctx.flat(t.vjp(w.reshape(np.shape(t.value))))
 
 
+def _ad_gradient(ctx) -> str:
+    return "gradcli's AD gradient" if ctx.ad_method == "traced_reverse" else f"the gradient by {ctx.ad_label}"
+
+
 def _field(ctx, field, w):
     return num.Function(lambda inputs, complex_ok=False: field(ctx, inputs, w), ctx.base, list(ctx.wrt))
 
@@ -157,11 +161,11 @@ def check_second_order(ctx: CheckContext, reference: str) -> Outcome:
         return outcome(Verdict("nondifferentiable", "second order: the gradient has a kink at the inputs along a "
                                                     "random direction (e.g. a ReLU at 0): the Hessian does not "
                                                     "exist there"), stop=True)
-    use_ad = ctx.ad is not None and not ctx.autodiff and reference == "traced_reverse"
+    use_ad = ctx.ad is not None and not ctx.autodiff and reference == ctx.ad_method
     ad = _derivatives(ctx, _field(ctx, ad_field, w), dirs) if use_ad else None
     if use_ad and ad is None:
         notes.append("second order: AD of the gradient failed; finite differences of the gradient only")
-    summary["reference"] = ("traced_reverse (directional differences of gradcli's AD gradient)" if ad is not None
+    summary["reference"] = (f"{ctx.ad_method} (directional differences of {_ad_gradient(ctx)})" if ad is not None
                             else "the hand-written gradient's own differences (symmetry) and the Taylor test")
     under = "the gradient's derivative (differences of the hand-written gradient)"
     if ctx.autodiff:
@@ -170,7 +174,7 @@ def check_second_order(ctx: CheckContext, reference: str) -> Outcome:
     # 1. the gradient field against AD
     if ad is not None:
         ad_v, ad_e = ad[0], ad[1]
-        failed, unsure = _disagreement(ctx, under, "the derivative of gradcli's AD gradient (the Hessian)", hg_v,
+        failed, unsure = _disagreement(ctx, under, f"the derivative of {_ad_gradient(ctx)} (the Hessian)", hg_v,
                                        ad_v, hg_e + ad_e, zero_scale)
         if failed is not None:
             summary["checks"]["gradient_field"] = "mismatch"
@@ -216,7 +220,7 @@ def check_second_order(ctx: CheckContext, reference: str) -> Outcome:
             got.append(hv)
         got = np.stack(got)
         if ad is not None:
-            ref, err, ref_text = ad[0], ad[1], "the derivative of gradcli's AD gradient (the Hessian)"
+            ref, err, ref_text = ad[0], ad[1], f"the derivative of {_ad_gradient(ctx)} (the Hessian)"
         else:
             ref, err, ref_text = hg_v, hg_e, "the derivative of the hand-written gradient"
         failed, unsure = _disagreement(ctx, "the hand-written hvp", ref_text, got, ref, err, zero_scale)

@@ -200,11 +200,14 @@ def functions(spec, opts: dict, inputs: dict):
         tensors = {k: _tensor(torch, v, dtypes.get(k, run_dtype), device, k in wrt and k not in module_names)
                    for k, v in kw.items()}
         with torch.enable_grad():
+            # the target gets copies of the leaves, as it would inside a model: a forward that works in
+            # place (ctx.mark_dirty) may not write to a leaf that requires grad
+            given = {k: t.clone() if t.requires_grad else t for k, t in tensors.items()}
             if autocast is not None:
                 with torch.autocast(device_type=device.split(":")[0], dtype=getattr(torch, AUTOCAST[autocast])):
-                    out = _selected(run(tensors, "test"), output)
+                    out = _selected(run(given, "test"), output)
             else:
-                out = _selected(run(tensors, "test"), output)
+                out = _selected(run(given, "test"), output)
             if not isinstance(out, torch.Tensor) or not out.requires_grad:
                 return {k: np.zeros(np.shape(kw[k])) for k in wrt}
             seed_t = torch.as_tensor(np.asarray(g, dtype=np.float64), device=out.device).to(out.dtype).reshape(out.shape)
@@ -224,7 +227,76 @@ def functions(spec, opts: dict, inputs: dict):
         return {k: np.zeros(np.shape(kw[k])) if grads[k] is None else grads[k].detach().cpu().double().numpy()
                 for k in wrt}
 
-    return fn, vjp, lambda base, wrt: None, inputs
+    def ad_factory(base, wrt):
+        if cls is None:
+            return None  # a function's or module's own autograd is what is checked: no second opinion
+        return _PrimalAD(torch, cls, bound, base, list(wrt), output, seed)
+
+    return fn, vjp, ad_factory, inputs
+
+
+class PrimalUnavailable(Exception):
+    """torch's AD of a Function's forward cannot be had (an in-place forward, one that leaves autograd)."""
+
+
+class _StandInCtx:
+    """What a Function's ``forward`` may call on ``ctx`` when it runs as plain torch code under autograd."""
+
+    def __init__(self, n: int):
+        self.needs_input_grad = (True,) * n
+        self.saved_tensors = ()
+        self.materialize_grads = True
+
+    def save_for_backward(self, *tensors):
+        self.saved_tensors = tensors
+
+    def save_for_forward(self, *tensors):
+        pass
+
+    def mark_dirty(self, *tensors):
+        raise PrimalUnavailable("the forward changes its inputs in place (ctx.mark_dirty)")
+
+    def mark_non_differentiable(self, *tensors):
+        pass
+
+    def set_materialize_grads(self, value):
+        self.materialize_grads = value
+
+
+class _PrimalAD:
+    """torch's autograd of a Function's ``forward`` run as plain code (its ``backward`` left out): a
+    reference independent of the rule under test, which the pipeline trusts only where it agrees with
+    the finite differences."""
+
+    method = "torch_autograd"
+    label = "torch's AD of forward"
+
+    def __init__(self, torch, cls, bound, base: dict, wrt: list, output, seed: int):
+        self.torch, self.wrt = torch, wrt
+        values = {k: torch.tensor(np.array(v, dtype=np.float64) if np.asarray(v).dtype.kind == "f" else v,
+                                  requires_grad=k in wrt) for k, v in base.items()}
+        self.leaves = [values[k] for k in wrt]
+        with torch.enable_grad(), torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            if _forward_takes_ctx(cls):
+                out = call_bound(lambda *a: cls.forward(_StandInCtx(len(a)), *a), bound, values, keywords=False)
+            else:
+                out = call_bound(cls.forward, bound, values, keywords=False)
+        out = _selected(out, output)
+        if not isinstance(out, torch.Tensor) or not out.requires_grad:
+            raise PrimalUnavailable("the forward leaves autograd (numpy, .detach(), torch.no_grad())")
+        self.out = out
+        self.value = out.detach().numpy()
+
+    def vjp(self, w) -> dict:
+        torch = self.torch
+        seed = torch.as_tensor(np.asarray(w, dtype=np.float64)).reshape(self.out.shape)
+        grads = torch.autograd.grad(self.out, self.leaves, grad_outputs=seed, retain_graph=True, allow_unused=True)
+        return {k: np.zeros(tuple(leaf.shape)) if g is None else g.detach().numpy()
+                for k, leaf, g in zip(self.wrt, self.leaves, grads)}
+
+    def gradient(self) -> dict:
+        return self.vjp(np.ones(self.value.shape))
 
 
 class _Loaded:

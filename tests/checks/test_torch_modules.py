@@ -215,6 +215,9 @@ def test_a_model_file_mixes_numpy_and_torch_checks_and_autocast_from_the_cli(tmp
     from tests.cli_helpers import check, strict_json
 
     (tmp_path / "mixed.py").write_text(MIXED)
+    # torch's thread pool running in this process before the model process forks: once hung the child
+    a = torch.randn(300, 300)
+    assert torch.isfinite(a @ a).all()
     res = check(tmp_path / "mixed.py", "--json")
     assert res.exit_code == 0, res.output
     doc = {c["name"]: c for c in strict_json(res.stdout)["checks"]}
