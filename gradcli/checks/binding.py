@@ -42,10 +42,10 @@ def signature_parameters(fn, drop_first: bool = False):
 
 def call_bound(target, bound, values: dict, keywords: bool = True):
     """``target`` called with ``values`` as ``bind`` decided: by position in the order given, by name,
-    or (``keywords=False``, Function.apply takes none) by position in the signature's order with its
-    defaults where not given."""
+    or by position in the signature's order with its defaults where not given (``keywords=False``, as
+    Function.apply takes no keywords, or a signature with positional-only parameters, as jnp.sin's)."""
     if bound is None:
         return target(*values.values())
-    if keywords:
+    if keywords and not any(p.kind is p.POSITIONAL_ONLY for p in bound):
         return target(**values)
     return target(*[values[p.name] if p.name in values else p.default for p in bound])

@@ -25,6 +25,11 @@ TINY = {"float64": 2.0 ** -1022, "float32": 2.0 ** -126, "float16": 2.0 ** -14, 
 RTOL = {"float64": 1e-6, "float32": 2e-4, "float16": 2e-2, "bfloat16": 6e-2}
 
 
+def coarsest(*names: str) -> str:
+    """The dtype among ``names`` with the coarsest rounding."""
+    return max(names, key=EPS.__getitem__)
+
+
 def array_dtype(name: str) -> str:
     """The numpy dtype that holds values of the dtype ``name`` exactly."""
     return "float32" if name == "bfloat16" else name

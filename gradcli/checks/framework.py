@@ -44,8 +44,11 @@ def validate(fn, framework: str, inputs: dict, options: dict, grad=None, vjp=Non
     """Raise BadInput for what a framework check cannot take (registration and run both call this)."""
     target = TARGETS[framework]
     what = target.display_name(fn)
-    if grad is not None or vjp is not None or hvp is not None:
-        raise BadInput(f"{what} is checked against {framework}'s own gradients: drop grad=/vjp=/hvp=")
+    if (grad is not None or vjp is not None) and target.detects(fn):
+        raise BadInput(f"{what} is checked against {framework}'s own gradients: drop grad=/vjp=")
+    if hvp is not None:
+        raise BadInput(f"hvp= is not checked for a {framework} check: drop it (order=2 checks the framework's own "
+                       "second derivatives)")
     if options.get("with_grad"):
         raise BadInput(f"with_grad=True does not apply to a {framework} check ({framework}'s gradients are checked)")
     target.validate(fn, inputs, options)

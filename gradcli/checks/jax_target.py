@@ -1,6 +1,215 @@
-"""JAX targets: not written yet; nothing is detected as one."""
+"""JAX targets checked as numpy-level checks: a ``jax.custom_vjp`` or ``jax.custom_jvp`` function, or a
+function of jax arrays (``framework="jax"``).
+
+``fn`` runs the target in float64 (the reference the numerics differentiate); the vjp under test is
+``jax.vjp`` of the target in the dtype under test, so every custom rule inside it is what is checked
+(for a ``custom_jvp``, JAX's transpose of the jvp rule). JAX runs with x64 enabled once a jax check
+runs, so that float64 is float64; gradcli does not trace jax code.
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from gradcli.core.errors import BadInput
+from gradcli.checks.binding import bind, call_bound, signature_parameters
+from gradcli.checks.under_test import gradient_as_vjp
+from gradcli.checks.context import EPS, Verdict, coarsest
+
 KIND = "jax.custom_vjp or jax.custom_jvp function"
+MISSING = "jax is not installed; this check needs it: pip install 'gradcli[jax]'"
+
+
+def _jax():
+    return sys.modules.get("jax")  # a custom rule exists only once jax is imported
+
+
+def _custom(fn) -> bool:
+    jax = _jax()
+    if jax is None:
+        return False
+    kinds = tuple(k for k in (getattr(jax, "custom_vjp", None), getattr(jax, "custom_jvp", None))
+                  if isinstance(k, type))
+    return bool(kinds) and isinstance(fn, kinds)
 
 
 def detects(fn) -> bool:
-    return False
+    return _custom(fn)
+
+
+def display_name(fn) -> str:
+    inner = getattr(fn, "fun", fn) if _custom(fn) else fn
+    return getattr(inner, "__name__", type(fn).__name__)
+
+
+def _parameters(fn):
+    return signature_parameters(fn.fun if _custom(fn) else fn)
+
+
+def validate(fn, inputs: dict, options: dict) -> None:
+    """Raise BadInput for what a jax check cannot take."""
+    if not callable(fn):
+        raise BadInput(f"framework='jax' takes a function of jax arrays, got {type(fn).__name__}")
+    for key in ("device", "autocast"):
+        if options.get(key) is not None:
+            raise BadInput(f"{key}= applies to torch checks only")
+    bind(_parameters(fn), list(inputs), display_name(fn))
+
+
+def _is_jax_array(v) -> bool:
+    jax = _jax()
+    return jax is not None and isinstance(v, jax.Array)
+
+
+def _is_float(jnp, dtype) -> bool:
+    return bool(jnp.issubdtype(dtype, jnp.floating))
+
+
+def as_arrays(inputs: dict) -> dict:
+    """Given jax arrays as numpy (floats, bfloat16 included, as float64); shapes and other values untouched."""
+    out = {}
+    for k, v in inputs.items():
+        if _is_jax_array(v):
+            import jax.numpy as jnp
+            a = np.asarray(v)
+            v = a.astype(np.float64) if _is_float(jnp, v.dtype) else a
+        out[k] = v
+    return out
+
+
+def run_dtype_name(fn, options: dict, inputs: dict | None = None) -> str:
+    """The dtype the gradient under test is computed in: ``dtype=``, else float64; given ``inputs``
+    (the spec's own), the coarsest of that and the given jax arrays' float dtypes, which they keep."""
+    names = [options.get("dtype") or "float64"]
+    names += [str(v.dtype) for v in (inputs or {}).values() if _is_jax_array(v) and str(v.dtype) in EPS]
+    return coarsest(*names)
+
+
+def tolerance_dtype(opts: dict, run_dtype: str) -> str:
+    """The dtype whose rounding the tolerance allows for: the run dtype (jax has no autocast)."""
+    return run_dtype
+
+
+def functions(spec, opts: dict, inputs: dict):
+    """-> (fn(**inputs), vjp(g, **inputs), ad_factory, inputs), or the Verdict that ends the check."""
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        return Verdict("error", MISSING)
+    target = spec.fn
+    validate(target, spec.inputs, opts)
+    complex_inputs = [k for k, v in inputs.items() if v.dtype.kind == "c"]
+    if complex_inputs:
+        return Verdict("skipped", f"complex inputs to a jax check are not checked yet ({', '.join(complex_inputs)})")
+    # without x64 JAX would compute the float64 reference in float32
+    jax.config.update("jax_enable_x64", True)
+    run_dtype = jnp.dtype(run_dtype_name(target, opts))
+    # a given jax array runs in its own dtype; every other float input in the run dtype
+    own = {k: jnp.dtype(v.dtype) for k, v in spec.inputs.items() if _is_jax_array(v) and _is_float(jnp, v.dtype)}
+    dtypes = {k: own.get(k, run_dtype) for k in inputs}
+    output = opts.get("output")
+    bound = bind(_parameters(target), list(spec.inputs), display_name(target))
+
+    def call(values: dict, of=target):
+        return call_bound(of, bound, values)
+
+    # the point itself in the dtype under test, so that float64 reference and gradient see one point
+    inputs = {k: _rounded(jnp, v, dtypes[k]) for k, v in inputs.items()}
+
+    def fn(**kw):
+        if any(np.iscomplexobj(v) for v in kw.values()):
+            raise TypeError("complex step does not apply to a jax check")
+        values = {k: _array(jnp, v, jnp.float64) for k, v in kw.items()}
+        return _to_numpy(call(values))
+
+    def vjp(g, **kw):
+        wrt = opts.get("wrt") or [k for k, v in kw.items() if np.asarray(v).dtype.kind == "f"]
+        values = {k: _array(jnp, v, dtypes.get(k, run_dtype)) for k, v in kw.items()}
+
+        def of_wrt(*xs):
+            # the other inputs are closed over: constants that jax.vjp does not differentiate
+            return _selected(call({**values, **dict(zip(wrt, xs))}), output)
+
+        out, pullback = jax.vjp(of_wrt, *[values[k] for k in wrt])
+        if not jnp.issubdtype(out.dtype, jnp.inexact):
+            return {k: np.zeros(np.shape(kw[k])) for k in wrt}  # an integer output does not move
+        seed = jnp.asarray(np.asarray(g, dtype=np.float64).reshape(out.shape), dtype=out.dtype)
+        grads = pullback(seed)
+        return {k: np.asarray(gk).astype(np.float64) for k, gk in zip(wrt, grads)}
+
+    hand = spec.vjp if spec.vjp is not None else spec.grad
+
+    def hand_vjp(g, **kw):
+        """A hand-written vjp or gradient written with jax arrays, called with jax arrays -> numpy."""
+        values = {k: _array(jnp, v, dtypes.get(k, run_dtype)) for k, v in kw.items()}
+        if spec.vjp is not None:
+            return _to_numpy(hand(jnp.asarray(np.asarray(g, dtype=np.float64), dtype=run_dtype), **values), True)
+        return gradient_as_vjp(_to_numpy(hand(**values), True), g)
+
+    def ad_factory(base, wrt):
+        # a custom rule's primal without the rule, or JAX's own AD beside a hand-written gradient
+        primal = target.fun if _custom(target) else target if hand is not None else None
+        if primal is None:
+            return None  # the function's own JAX AD is what is checked: no second opinion
+        values = {k: _array(jnp, v, jnp.float64) for k, v in base.items()}
+        return _PrimalAD(jax, lambda *xs: _selected(call({**values, **dict(zip(wrt, xs))}, primal), output),
+                         [values[k] for k in wrt], list(wrt),
+                         "JAX's AD without the custom rule" if _custom(target) else "JAX's AD")
+
+    return fn, vjp if hand is None else hand_vjp, ad_factory, inputs
+
+
+class _PrimalAD:
+    """JAX's AD of the primal: a custom rule's ``.fun`` (the rule left out), or a function whose
+    hand-written gradient is under test; the pipeline trusts it only where the differences agree."""
+
+    method = "jax_autodiff"
+
+    def __init__(self, jax, of_wrt, xs, wrt: list, label: str):
+        self.wrt, self.label = wrt, label
+        out, self.pullback = jax.vjp(of_wrt, *xs)
+        self.value = np.asarray(out, dtype=np.float64)
+        self.dtype = out.dtype
+
+    def vjp(self, w) -> dict:
+        import jax.numpy as jnp
+        grads = self.pullback(jnp.asarray(np.asarray(w, dtype=np.float64).reshape(self.value.shape), dtype=self.dtype))
+        return {k: np.asarray(g, dtype=np.float64) for k, g in zip(self.wrt, grads)}
+
+    def gradient(self) -> dict:
+        return self.vjp(np.ones(self.value.shape))
+
+
+def _rounded(jnp, v, dtype):
+    """``v`` (a numpy array) rounded through ``dtype`` and back to float64: the point under test."""
+    a = np.asarray(v)
+    if a.dtype.kind != "f":
+        return a
+    return np.asarray(jnp.asarray(a.astype(np.float64), dtype=dtype)).astype(np.float64)
+
+
+def _array(jnp, v, dtype):
+    """A float input as a jax array of ``dtype``; integers and booleans are constants (0-d: Python scalars,
+    so that they serve as an axis, a count or a flag)."""
+    a = np.asarray(v)
+    if a.dtype.kind != "f":
+        return a.item() if a.ndim == 0 else jnp.asarray(a)
+    return jnp.asarray(a.astype(np.float64), dtype=dtype)
+
+
+def _to_numpy(out, keep: bool = False):
+    """Arrays (in tuples and lists, and with ``keep`` in dicts) as numpy, floats as float64."""
+    if keep and isinstance(out, dict):
+        return {k: _to_numpy(v) for k, v in out.items()}
+    if isinstance(out, (tuple, list)):
+        return tuple(_to_numpy(o) for o in out)
+    a = np.asarray(out)
+    return a.astype(np.float64) if a.dtype.kind == "f" or a.dtype.name == "bfloat16" else a
+
+
+def _selected(out, output):
+    if isinstance(out, (tuple, list)):
+        return out[0 if output is None else output]
+    return out

@@ -111,7 +111,9 @@ def _register_function(fn, grad, vjp, inputs, options, where, reg, hvp=None):
     spec = CheckSpec(name=name, fn=fn, file=where[0], line=where[1],
                      inputs=dict(inputs), options=dict(options), grad=grad, vjp=vjp, hvp=hvp)
     reg[0].append(spec)
-    if reg[1] and framework == "numpy":  # the framework's gradient is under test; Function.vjp is torch's own
+    # a framework's own target (Function, module, custom rule) has its gradient under test, and
+    # Function.vjp is torch's own; a plain function of tensors may have a hand-written one
+    if reg[1] and (framework == "numpy" or not frameworks.target_of(framework).detects(fn)):
         _attach(fn, spec)
     return fn
 

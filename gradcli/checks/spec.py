@@ -31,10 +31,12 @@ class CheckSpec:
     def kind(self) -> str:
         if self.expression is not None:
             return "expression"
-        if self.vjp is not None or self.options.get("framework") in ("torch", "jax"):  # the framework's vjp
+        if self.vjp is not None:
             return "vjp"
         if self.grad is not None:
             return "grad"
+        if self.options.get("framework") in ("torch", "jax"):  # the framework's own vjp is under test
+            return "vjp"
         return "autodiff"
 
 

@@ -17,7 +17,8 @@ import numpy as np
 
 from gradcli.core.errors import BadInput
 from gradcli.checks.binding import bind, call_bound, signature_parameters
-from gradcli.checks.context import Verdict
+from gradcli.checks.under_test import gradient_as_vjp
+from gradcli.checks.context import EPS, Verdict, coarsest
 
 KIND = "torch.autograd.Function or torch.nn.Module"
 MISSING = "torch is not installed; this check needs it: pip install 'gradcli[torch]'"
@@ -116,18 +117,24 @@ def as_arrays(inputs: dict) -> dict:
             else v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
 
 
-def run_dtype_name(fn, options: dict) -> str:
-    """The dtype the gradient under test is computed in: ``dtype=``, float32 under autocast, a module's
-    own dtype, else float64."""
+def run_dtype_name(fn, options: dict, inputs: dict | None = None) -> str:
+    """The dtype the gradient under test is computed in: float32 under autocast, ``dtype=``, a module's
+    own dtype, else float64; given ``inputs`` (the spec's own), the coarsest of that and the given
+    tensors' float dtypes, which they keep."""
     if options.get("autocast") is not None:
-        return "float32"
-    if options.get("dtype") is not None:
-        return options["dtype"]
-    if _is_module(fn):
-        dtypes = {str(p.dtype).replace("torch.", "") for p in fn.parameters() if p.is_floating_point()}
-        if len(dtypes) == 1:
-            return dtypes.pop()
-    return "float64"
+        name = "float32"
+    elif options.get("dtype") is not None:
+        name = options["dtype"]
+    else:
+        name = "float64"
+        if _is_module(fn):
+            dtypes = {str(p.dtype).replace("torch.", "") for p in fn.parameters() if p.is_floating_point()}
+            if len(dtypes) == 1:
+                name = dtypes.pop()
+    torch = _torch()
+    given = [str(v.dtype).replace("torch.", "") for v in (inputs or {}).values()
+             if torch is not None and isinstance(v, torch.Tensor) and v.is_floating_point()]
+    return coarsest(name, *[g for g in given if g in EPS])
 
 
 def tolerance_dtype(opts: dict, run_dtype: str) -> str:
@@ -194,7 +201,7 @@ def functions(spec, opts: dict, inputs: dict):
             tensors = {k: _tensor(torch, v, torch.float64, device, False) for k, v in kw.items()}
             return _to_numpy(run(tensors, torch.float64))
 
-    def vjp(g, **kw):
+    def own_vjp(g, **kw):
         wrt = opts.get("wrt") or [k for k, v in kw.items() if np.asarray(v).dtype.kind == "f"]
         # a parameter's value is copied into the module's own, which is the leaf
         tensors = {k: _tensor(torch, v, dtypes.get(k, run_dtype), device, k in wrt and k not in module_names)
@@ -227,12 +234,30 @@ def functions(spec, opts: dict, inputs: dict):
         return {k: np.zeros(np.shape(kw[k])) if grads[k] is None else grads[k].detach().cpu().double().numpy()
                 for k in wrt}
 
-    def ad_factory(base, wrt):
-        if cls is None:
-            return None  # a function's or module's own autograd is what is checked: no second opinion
-        return _PrimalAD(torch, cls, bound, base, list(wrt), output, seed)
+    hand = spec.vjp if spec.vjp is not None else spec.grad
 
-    return fn, vjp, ad_factory, inputs
+    def hand_vjp(g, **kw):
+        """A hand-written vjp or gradient written with tensors, called with tensors -> numpy."""
+        tensors = {k: _tensor(torch, v, dtypes.get(k, run_dtype), device, False) for k, v in kw.items()}
+        if spec.vjp is not None:
+            gt = torch.as_tensor(np.asarray(g, dtype=np.float64), device=device).to(run_dtype)
+            return _to_numpy(hand(gt, **tensors), keep=True)
+        return gradient_as_vjp(_to_numpy(hand(**tensors), keep=True), g)
+
+    def ad_factory(base, wrt):
+        if cls is not None:  # the forward without its backward
+            if _forward_takes_ctx(cls):
+                primal = lambda values: call_bound(lambda *a: cls.forward(_StandInCtx(len(a)), *a), bound, values,
+                                                   keywords=False)
+            else:
+                primal = lambda values: call_bound(cls.forward, bound, values, keywords=False)
+            return _PrimalAD(torch, primal, base, list(wrt), output, seed, "torch's AD of forward")
+        if hand is not None and not module_names:  # torch's own gradient beside the hand-written one
+            return _PrimalAD(torch, lambda values: call_bound(target_fn, bound, values), base, list(wrt), output,
+                             seed, "torch's autograd")
+        return None  # a function's or module's own autograd is what is checked: no second opinion
+
+    return fn, own_vjp if hand is None else hand_vjp, ad_factory, inputs
 
 
 class PrimalUnavailable(Exception):
@@ -264,24 +289,21 @@ class _StandInCtx:
 
 
 class _PrimalAD:
-    """torch's autograd of a Function's ``forward`` run as plain code (its ``backward`` left out): a
-    reference independent of the rule under test, which the pipeline trusts only where it agrees with
-    the finite differences."""
+    """torch's autograd of a Function's ``forward`` run as plain code (its ``backward`` left out), or of
+    a function whose hand-written gradient is under test: a reference independent of the rule under
+    test, which the pipeline trusts only where it agrees with the finite differences."""
 
     method = "torch_autograd"
-    label = "torch's AD of forward"
 
-    def __init__(self, torch, cls, bound, base: dict, wrt: list, output, seed: int):
-        self.torch, self.wrt = torch, wrt
+    def __init__(self, torch, primal, base: dict, wrt: list, output, seed: int, label: str):
+        self.torch, self.wrt, self.label = torch, wrt, label
         values = {k: torch.tensor(np.array(v, dtype=np.float64) if np.asarray(v).dtype.kind == "f" else v,
                                   requires_grad=k in wrt) for k, v in base.items()}
         self.leaves = [values[k] for k in wrt]
         with torch.enable_grad(), torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            if _forward_takes_ctx(cls):
-                out = call_bound(lambda *a: cls.forward(_StandInCtx(len(a)), *a), bound, values, keywords=False)
-            else:
-                out = call_bound(cls.forward, bound, values, keywords=False)
+            # copies of the leaves, as for the rule under test: a forward may work in place
+            out = primal({k: t.clone() if t.requires_grad else t for k, t in values.items()})
         out = _selected(out, output)
         if not isinstance(out, torch.Tensor) or not out.requires_grad:
             raise PrimalUnavailable("the forward leaves autograd (numpy, .detach(), torch.no_grad())")
@@ -346,7 +368,10 @@ def _tensor(torch, v, dtype, device, requires_grad: bool):
     return t.requires_grad_(requires_grad)
 
 
-def _to_numpy(out):
+def _to_numpy(out, keep: bool = False):
+    """Tensors (in tuples and lists, and with ``keep`` in dicts) as float64 numpy arrays."""
+    if keep and isinstance(out, dict):
+        return {k: _to_numpy(v) for k, v in out.items()}
     if isinstance(out, (tuple, list)):
         return tuple(_to_numpy(o) for o in out)
     if hasattr(out, "detach"):

@@ -38,6 +38,14 @@ def user_gradient(ctx: CheckContext, what: str, grads=None):
     return normalize(ctx, grads, what)
 
 
+def gradient_as_vjp(grads, g):
+    """A hand-written gradient (array, tuple or dict) as the vjp of a scalar output for the cotangent g."""
+    scale = float(np.asarray(g).ravel()[0])
+    if isinstance(grads, dict):
+        return {k: v * scale for k, v in grads.items()}
+    return tuple(v * scale for v in grads) if isinstance(grads, tuple) else grads * scale
+
+
 def user_vjp_at(ctx: CheckContext, g: np.ndarray):
     """The vjp under test for the flat cotangent ``g`` -> {name: array} | Verdict."""
     g = np.array(g.reshape(ctx.out_shape), dtype=array_dtype(ctx.dtype))

@@ -252,3 +252,40 @@ def test_torch_ad_of_forward_is_a_second_reference_trusted_where_the_differences
     r = run(InPlace.apply, x=(4,))
     assert r.status == "pass" and r.reference == "richardson", r.message
     assert any("cannot be had" in n and "in place" in n for n in r.notes)
+
+
+def test_hand_written_gradients_with_tensors_are_checked_against_torch_and_the_differences(monkeypatch):
+    import gradcli.checks.registry as registry
+
+    found = []
+    monkeypatch.setattr(registry, "REGISTRY", found)
+
+    @registry.check(x=(3, 4), W=(4, 2), framework="torch")
+    def layer(x, W):
+        return torch.tanh(x @ W)
+
+    @layer.vjp
+    def layer_vjp(g, x, W):
+        d = g * (1 - torch.tanh(x @ W) ** 2)
+        return d @ W.T, x.T @ d
+
+    @registry.check(x=(5,), framework="torch")
+    def energy(x):
+        return (x ** 3).sum()
+
+    @energy.grad
+    def energy_grad(x):
+        return 3 * x * x
+
+    @registry.check(x=(5,), framework="torch")
+    def energy_bug(x):
+        return (x ** 3).sum()
+
+    energy_bug.grad(lambda x: 3 * x)  # the missing factor x
+    r = [run_check(s, {}) for s in found]
+    assert [x.status for x in r] == ["pass", "pass", "fail"], [x.message for x in r]
+    assert [x.kind for x in r] == ["vjp", "grad", "grad"]
+    assert r[0].reference == r[1].reference == "torch_autograd"
+    assert {m.input for m in r[2].mismatches} == {"x"}
+    with pytest.raises(BadInput, match="own gradients"):
+        build_spec(Gelu.apply, grad=lambda x: x, x=(3,))
