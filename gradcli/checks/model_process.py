@@ -1,6 +1,7 @@
 """One model process as gradcli check's process sees it: forked, read, timed, ended, and how it ended.
 
-:class:`ModelProcess` forks gradcli.checks.worker.serve for one model file and follows it: messages from
+:class:`ModelProcess` forks gradcli.checks.worker.serve for one model file (or starts it in a fresh
+interpreter where a fork of this process could not run the model) and follows it: messages from
 the results pipe go to a callback, what the process writes on fds 1 and 2 to another (the CLI's stderr),
 and a process silent for longer than its time limit and GRACE_S is killed. Each model process leads a
 process group of its own, so that ending it ends what it started too, and never gradcli's own group.
@@ -12,6 +13,7 @@ import dataclasses
 import gc
 import linecache
 import os
+import pickle
 import re
 import selectors
 import signal
@@ -118,6 +120,28 @@ def _after_fork() -> None:
         torch.set_num_threads(1)
 
 
+def _fork_unsafe() -> bool:
+    """Whether a forked copy of this process could not run the model: JAX's runtime, once this process
+    has started it, hangs or aborts in a fork (its threads and locks are not copied). Then the model
+    process is a fresh interpreter instead."""
+    return "jaxlib" in sys.modules
+
+
+def _spawn(job: Job, channel_w: int, output_w: int, faults_fd: int, parent: int) -> int:
+    """worker.serve in a fresh interpreter, in a process group of its own -> its pid."""
+    fds = (channel_w, output_w, faults_fd)
+    for fd in fds:
+        os.set_inheritable(fd, True)
+    try:
+        argv = [sys.executable, "-c", "import sys; from gradcli.checks.worker import serve_spawned; "
+                "serve_spawned(sys.argv[1:])", pickle.dumps(job).hex(), *map(str, fds), str(parent)]
+        return os.posix_spawn(sys.executable, argv, dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+                              setpgroup=0)
+    finally:
+        for fd in fds:
+            os.set_inheritable(fd, False)
+
+
 class ModelProcess:
     """A forked model process (worker.serve) and the pipes to it."""
 
@@ -146,11 +170,14 @@ class ModelProcess:
         # copied for the collector's sake
         gc.freeze()
         try:
-            with warnings.catch_warnings():
-                # Python 3.12+ warns of a fork in a process with threads; numpy's BLAS threads are
-                # forked safely (OpenBLAS re-creates them), and the model process starts no thread of ours
-                warnings.simplefilter("ignore", DeprecationWarning)
-                pid = os.fork()
+            if _fork_unsafe():
+                pid = _spawn(self.job, channel_w, output_w, self.faults.fileno(), parent)
+            else:
+                with warnings.catch_warnings():
+                    # Python 3.12+ warns of a fork in a process with threads; numpy's BLAS threads are
+                    # forked safely (OpenBLAS re-creates them), and the model process starts no thread of ours
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    pid = os.fork()
             if pid == 0:
                 try:
                     os.setpgid(0, 0)

@@ -122,6 +122,14 @@ def serve(job: Job, channel_fd: int, output_fd: int, faults_fd: int, parent: int
         os._exit(status)  # no atexit handler or lingering thread of the model's may keep it alive
 
 
+def serve_spawned(args: list) -> None:
+    """:func:`serve` in a fresh interpreter (model_process spawns one where a fork could not run the
+    model): ``args`` are the pickled job in hex, the three fds and gradcli's pid."""
+    job = pickle.loads(bytes.fromhex(args[0]))
+    channel_fd, output_fd, faults_fd, parent = map(int, args[1:5])
+    serve(job, channel_fd, output_fd, faults_fd, parent)
+
+
 def _die_with(parent: int) -> None:
     # a gradcli killed outright (SIGKILL, a CI runner's timeout) cannot end its model process itself;
     # on Linux the kernel does it then

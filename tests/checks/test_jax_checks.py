@@ -279,3 +279,32 @@ def test_hand_written_gradients_with_jax_arrays_are_checked(monkeypatch):
     r = [run_check(s, {}) for s in found]
     assert [x.status for x in r] == ["pass", "fail"], [x.message for x in r]
     assert r[0].reference == "jax_autodiff" and {m.input for m in r[1].mismatches} == {"x"}
+
+
+JAX_MODEL = '''
+import jax, jax.numpy as jnp, gradcli
+
+@jax.custom_vjp
+def softplus(x):
+    return jnp.logaddexp(x, 0.0)
+
+softplus.defvjp(lambda x: (softplus(x), x), lambda x, g: (0.5 * g * jax.nn.sigmoid(x),))
+gradcli.check(softplus, x=(5,))
+'''
+
+
+def test_a_process_that_started_jax_runs_model_files_in_fresh_interpreters(tmp_path):
+    """A fork of a process whose JAX runtime is running hangs or aborts in its first JAX call: the
+    pytest plugin in a JAX project, or gradcli driven from Python after JAX work."""
+    from tests.cli_helpers import check, strict_json
+
+    assert float(jnp.sum(jnp.ones((50, 50)) @ jnp.ones((50, 50)))) == 125000.0  # JAX's runtime is up here
+    (tmp_path / "rule.py").write_text(JAX_MODEL)
+    res = check(tmp_path / "rule.py", "--json", "--timeout", "60")
+    doc = strict_json(res.stdout)
+    assert res.exit_code == 1 and doc["checks"][0]["status"] == "fail", res.output  # the 0.5 is caught
+    (tmp_path / "slow.py").write_text("import time, gradcli\n\n@gradcli.check(x=(2,))\ndef slow(x):\n"
+                                      "    time.sleep(60)\n    return (x * x).sum()\n")
+    res = check(tmp_path / "slow.py", "--json", "--timeout", "2")
+    doc = strict_json(res.stdout)
+    assert doc["checks"][0]["status"] == "error" and "2 s" in doc["checks"][0]["message"], doc
