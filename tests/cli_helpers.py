@@ -91,3 +91,14 @@ PLACES = {
 def placed(where: str, stmt: str) -> str:
     """The check of :data:`PLACES` ``where`` with ``stmt`` in it."""
     return textwrap.dedent(PLACES[where]).replace("{stmt}", stmt)
+
+
+#: The shipped examples; examples/torch and examples/jax need their framework and have tests of their own.
+EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "examples")
+FRAMEWORK_EXAMPLES = ("torch", "jax")
+
+
+def numpy_examples() -> list:
+    """The numpy example files: examples/*.py and examples/bugs/*.py."""
+    return sorted(os.path.join(d, f) for d in (EXAMPLES, os.path.join(EXAMPLES, "bugs"))
+                  for f in os.listdir(d) if f.endswith(".py"))

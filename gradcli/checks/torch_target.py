@@ -186,7 +186,7 @@ def functions(spec, opts: dict, inputs: dict):
 
     def run(tensors: dict, precision):
         with torch.random.fork_rng(devices=[] if device == "cpu" else [device]):
-            torch.manual_seed(seed)
+            _reseed(torch, seed, device)
             if module_names:
                 module = modules[precision] if precision in modules else modules.setdefault(
                     precision, _Loaded(torch, test_module, module_names))
@@ -301,7 +301,7 @@ class _PrimalAD:
                                   requires_grad=k in wrt) for k, v in base.items()}
         self.leaves = [values[k] for k in wrt]
         with torch.enable_grad(), torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+            _reseed(torch, seed, "cpu")
             # copies of the leaves, as for the rule under test: a forward may work in place
             out = primal({k: t.clone() if t.requires_grad else t for k, t in values.items()})
         out = _selected(out, output)
@@ -352,6 +352,14 @@ class _Loaded:
         return grads
 
 
+def _reseed(torch, seed: int, device: str) -> None:
+    # the generators themselves: torch.manual_seed also queues a CUDA seed, recording a stack trace
+    # each time where CUDA is not started, which made a check's calls ten times slower
+    torch.random.default_generator.manual_seed(seed)
+    if device.startswith("cuda"):
+        torch.cuda.manual_seed_all(seed)
+
+
 def _rounded(torch, v, dtype):
     """``v`` (a numpy array) rounded through ``dtype`` and back to float64: the point under test."""
     a = np.asarray(v)
@@ -361,10 +369,13 @@ def _rounded(torch, v, dtype):
 
 
 def _tensor(torch, v, dtype, device, requires_grad: bool):
-    a = np.array(v)
+    """``v`` as a tensor; the pipeline hands every call copies, so the tensor may share their memory (a
+    1e6-parameter module's values are not copied three times per call)."""
+    a = np.asarray(v)
     if a.dtype.kind != "f":  # integers and booleans are constants
         return torch.as_tensor(a, device=device)
-    t = torch.from_numpy(a.astype(np.float64)).to(device=device, dtype=dtype)
+    t = torch.from_numpy(a if a.dtype == np.float64 and a.flags.writeable else a.astype(np.float64))
+    t = t.to(device=device, dtype=dtype)
     return t.requires_grad_(requires_grad)
 
 

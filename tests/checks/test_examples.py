@@ -10,7 +10,7 @@ import pytest
 
 from gradcli.checks.collect import collect
 from gradcli.cli import main
-from cli_helpers import RUNNER
+from cli_helpers import RUNNER, numpy_examples
 
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "examples")
@@ -37,7 +37,7 @@ def test_the_examples_cover_the_models_the_readme_promises():
 
 
 def test_the_whole_folder_correct_ones_pass_broken_ones_fail():
-    r, doc = run(EXAMPLES)
+    r, doc = run(*numpy_examples())
     assert r.exit_code == 1, r.stderr
     assert r.stderr == ""
     by_file = {}

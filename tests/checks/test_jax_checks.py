@@ -296,7 +296,7 @@ gradcli.check(softplus, x=(5,))
 def test_a_process_that_started_jax_runs_model_files_in_fresh_interpreters(tmp_path):
     """A fork of a process whose JAX runtime is running hangs or aborts in its first JAX call: the
     pytest plugin in a JAX project, or gradcli driven from Python after JAX work."""
-    from tests.cli_helpers import check, strict_json
+    from cli_helpers import check, strict_json
 
     assert float(jnp.sum(jnp.ones((50, 50)) @ jnp.ones((50, 50)))) == 125000.0  # JAX's runtime is up here
     (tmp_path / "rule.py").write_text(JAX_MODEL)

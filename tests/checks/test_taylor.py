@@ -15,7 +15,7 @@ from gradcli.checks.registry import build_spec
 from gradcli.checks.runner import run_check
 from gradcli.checks.taylor import fit
 from gradcli.cli import main
-from cli_helpers import RUNNER
+from cli_helpers import RUNNER, numpy_examples
 
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "examples")
@@ -27,7 +27,7 @@ def _specs(folder):
     return specs
 
 
-CORRECT = [s for s in _specs(EXAMPLES) if os.sep + "bugs" + os.sep not in os.path.normpath(s.file)]
+CORRECT = [s for f in numpy_examples() for s in _specs(f) if os.sep + "bugs" + os.sep not in os.path.normpath(s.file)]
 BUGGY = _specs(os.path.join(EXAMPLES, "bugs"))
 
 

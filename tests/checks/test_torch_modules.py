@@ -212,7 +212,7 @@ def block(x):
 
 
 def test_a_model_file_mixes_numpy_and_torch_checks_and_autocast_from_the_cli(tmp_path):
-    from tests.cli_helpers import check, strict_json
+    from cli_helpers import check, strict_json
 
     (tmp_path / "mixed.py").write_text(MIXED)
     # torch's thread pool running in this process before the model process forks: once hung the child

@@ -1,0 +1,130 @@
+"""gradcli against torch.autograd.gradcheck on the torch corpus of correct and buggy custom rules.
+
+    python benchmarks/frameworks.py              # every rule, then the ~1e6-parameter module
+    python benchmarks/frameworks.py --quick      # the correct rules and one bug of each, a smaller module
+    python benchmarks/frameworks.py -k rmsnorm   # the rules whose name holds the text
+
+The corpus is tests/checks/torch_corpus.py: small torch.autograd.Functions (some inside nn.Modules),
+each bug beside its correct twin. Per rule, the verdict (pass or FAIL) and the seconds of gradcli's
+check in float64 and float32 (dtype=) and of gradcheck in float64 and float32, with fast_mode off
+and on, at gradcheck's defaults (eps=1e-6, atol=1e-5, rtol=1e-3). The column "bug" gives the dtypes
+a bug shows in: a float32 cancellation bug is right in float64, a 1e-5 error is under float32's
+rounding; in the other dtype's columns the bug is not scored. A FAIL on a bug is a catch, a FAIL on a
+correct rule a false alarm. The totals give both per column, and the time ratios gradcli/gradcheck.
+Last, an nn.Module of about 1e6 parameters (Linear(1000, 1000), tanh) checked by gradcli in
+mode="fast" and by gradcheck with fast_mode=True on a functional wrapper, both in float64.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "checks"))
+import torch  # noqa: E402
+from torch_corpus import CASES, gradcheck  # noqa: E402
+
+from gradcli.checks.registry import build_spec  # noqa: E402
+from gradcli.checks.runner import run_check  # noqa: E402
+
+#: column -> (tool, dtype name, fast_mode)
+COLUMNS = {
+    "gradcli f64": ("gradcli", "float64", False),
+    "gradcli f32": ("gradcli", "float32", False),
+    "gradcheck f64": ("gradcheck", "float64", False),
+    "gc f64 fast": ("gradcheck", "float64", True),
+    "gradcheck f32": ("gradcheck", "float32", False),
+    "gc f32 fast": ("gradcheck", "float32", True),
+}
+
+
+def verdict(case, tool: str, dtype: str, fast: bool) -> tuple[bool, float]:
+    """-> (passed, seconds) of one tool on one case."""
+    t0 = time.perf_counter()
+    if tool == "gradcli":
+        r = run_check(build_spec(case.target(), **case.inputs, **case.options, dtype=dtype), {})
+        passed = r.status == "pass"
+    else:
+        passed = gradcheck(case, getattr(torch, dtype), fast_mode=fast)
+    return passed, time.perf_counter() - t0
+
+
+def quick(cases):
+    """The correct rules and the first bug of each."""
+    first = {}
+    for c in cases:
+        if c.buggy:
+            first.setdefault(c.twin, c.name)
+    return [c for c in cases if not c.buggy or first[c.twin] == c.name]
+
+
+def big_module_row(width: int) -> None:
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.Tanh()).double()
+    n = sum(p.numel() for p in module.parameters())
+    t0 = time.perf_counter()
+    r = run_check(build_spec(module, x=(2, width), mode="fast", dtype="float64"), {})
+    ours = time.perf_counter() - t0
+    names = [name for name, _ in module.named_parameters()]
+    params = [p.detach().clone().requires_grad_(True) for p in module.parameters()]
+    x = torch.randn(2, width, dtype=torch.float64, requires_grad=True)
+
+    def f(x, *ps):
+        return torch.func.functional_call(module, dict(zip(names, ps)), (x,))
+    t0 = time.perf_counter()
+    theirs_ok = torch.autograd.gradcheck(f, (x, *params), fast_mode=True, raise_exception=False)
+    theirs = time.perf_counter() - t0
+    print(f"\nnn.Sequential(Linear({width}, {width}), Tanh()), {n:.3g} parameters, x (2, {width}), float64:")
+    print(f"  gradcli mode=fast          {r.status:5} {ours:8.2f} s")
+    print(f"  gradcheck fast_mode=True   {'pass' if theirs_ok else 'FAIL':5} {theirs:8.2f} s")
+    print(f"  time ratio gradcli/gradcheck {ours / theirs:.1f}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="the correct rules and one bug of each; a 300-wide module")
+    ap.add_argument("-k", metavar="TEXT", help="only the rules whose name holds TEXT")
+    ap.add_argument("--width", type=int, help="width of the big module's Linear (default 1000, 300 with --quick)")
+    ap.add_argument("--no-big", action="store_true", help="leave out the big module")
+    args = ap.parse_args(argv)
+    cases = [c for c in CASES if args.k is None or args.k in c.name]
+    if args.quick:
+        cases = quick(cases)
+    warnings.simplefilter("ignore")  # gradcheck on float32 inputs warns every time: that is the point here
+    for tool in ("gradcli", "gradcheck"):  # torch's first calls load code: not either tool's time
+        verdict(cases[0], tool, "float64", False)
+
+    print(f"{len(cases)} rules ({sum(c.buggy for c in cases)} buggy); seconds after each verdict\n")
+    print(f"{'rule':30} {'bug':>4} " + " ".join(f"{name:>15}" for name in COLUMNS))
+    totals = {name: {"caught": 0, "bugs": 0, "alarms": 0, "right": 0, "s": 0.0} for name in COLUMNS}
+    for case in cases:
+        cells = []
+        for name, (tool, dtype, fast) in COLUMNS.items():
+            passed, seconds = verdict(case, tool, dtype, fast)
+            t = totals[name]
+            t["s"] += seconds
+            if not case.buggy or dtype in case.dtypes:
+                t["bugs" if case.buggy else "right"] += 1
+                t["caught" if case.buggy else "alarms"] += (not passed)
+            cells.append(f"{'pass' if passed else 'FAIL':>5} {seconds:8.3f}s")
+        mark = "/".join(d[-2:] for d in case.dtypes) if case.buggy else ""
+        print(f"{case.name:30} {mark:>4} " + " ".join(f"{c:>15}" for c in cells))
+
+    print(f"\n{'':30} {'':>4} " + " ".join(f"{name:>15}" for name in COLUMNS))
+    rows = {"bugs caught": lambda t: f"{t['caught']}/{t['bugs']}",
+            "false alarms": lambda t: f"{t['alarms']}/{t['right']}",
+            "seconds": lambda t: f"{t['s']:.2f}"}
+    for label, cell in rows.items():
+        print(f"{label:35} " + " ".join(f"{cell(totals[name]):>15}" for name in COLUMNS))
+    print("\ntime ratio gradcli/gradcheck (whole corpus):")
+    for ours, theirs in (("gradcli f64", "gradcheck f64"), ("gradcli f64", "gc f64 fast"),
+                         ("gradcli f32", "gradcheck f32"), ("gradcli f32", "gc f32 fast")):
+        print(f"  {ours} / {theirs:14} {totals[ours]['s'] / totals[theirs]['s']:8.1f}")
+    if not args.no_big:
+        big_module_row(args.width or (300 if args.quick else 1000))
+
+
+if __name__ == "__main__":
+    main()
