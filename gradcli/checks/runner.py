@@ -146,7 +146,7 @@ def build_context(spec, opts: dict, result: CheckResult):
     elif opts.get("framework") in frameworks.TARGETS:
         target = frameworks.target_of(opts["framework"])
         inputs = materialize(target.as_arrays(spec.inputs), seed, opts.get("domain"), np.float64)
-        built = target.functions(spec, opts, inputs)
+        built = frameworks.functions(spec, opts, inputs)
         if isinstance(built, Verdict):
             return built
         # the framework's own gradient is the vjp under test; no trace of framework code

@@ -150,10 +150,6 @@ def functions(spec, opts: dict, inputs: dict):
     except ImportError:
         return Verdict("error", MISSING)
     target_fn = spec.fn
-    validate(target_fn, spec.inputs, opts)
-    complex_inputs = [k for k, v in inputs.items() if v.dtype.kind == "c"]
-    if complex_inputs:
-        return Verdict("skipped", f"complex inputs to a torch check are not checked yet ({', '.join(complex_inputs)})")
     device = opts.get("device") or "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
         return Verdict("skipped", f"device={device!r} was asked for, but torch finds no CUDA device here")
