@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 
-from gradcli.render.screen import Group, Table, Text
+from gradcli.render.screen import Fit, Group, Table, Text
 from gradcli.batch.report import BatchReport
 from gradcli.render.table import STATUS_STYLE, VERDICT_MARK, VERDICT_STYLE, fmt_error, fmt_number, truncate
 
@@ -16,6 +16,23 @@ def _rate(points: int, seconds: float) -> str:
 
 def _point(p: dict) -> str:
     return truncate(", ".join(f"{k}={v!r}" for k, v in p.items()))
+
+
+def _worst_table(report: BatchReport, stacked: bool = False) -> Table:
+    """The worst points; ``stacked`` puts each point under its method (a narrower table)."""
+    worst = Table(title="worst points (error / tolerance)")
+    cols = [("method / point", "left")] if stacked else [("method", "left"), ("point", "left")]
+    for col, justify in cols + [("entry", "left"), ("got", "right"), ("reference", "right"),
+                                ("rel err", "right"), ("err/tol", "right")]:
+        worst.add_column(col, justify=justify)
+    for w in report.worst:
+        ratio = (w["abs_error"] / w["tolerance"]) if w.get("tolerance") else float("inf")
+        style = "bold red" if w["status"] == "mismatch" else ""
+        where = [Text(w["method"]).append(f"\n{_point(w['point'])}", style="dim")] if stacked else [
+            w["method"], _point(w["point"])]
+        worst.add_row(*where, w["entry"], fmt_number(w["got"]), fmt_number(w["ref"]),
+                      Text(fmt_error(w["rel_error"]) or "—", style=style), Text(f"{ratio:.2g}", style=style))
+    return worst
 
 
 def render_batch(report: BatchReport) -> Group:
@@ -54,16 +71,7 @@ def render_batch(report: BatchReport) -> Group:
     parts.append(table)
 
     if report.worst:
-        worst = Table(title="worst points (error / tolerance)")
-        for col, justify in (("method", "left"), ("point", "left"), ("entry", "left"), ("got", "right"),
-                             ("reference", "right"), ("rel err", "right"), ("err/tol", "right")):
-            worst.add_column(col, justify=justify)
-        for w in report.worst:
-            ratio = (w["abs_error"] / w["tolerance"]) if w.get("tolerance") else float("inf")
-            style = "bold red" if w["status"] == "mismatch" else ""
-            worst.add_row(w["method"], _point(w["point"]), w["entry"], fmt_number(w["got"]), fmt_number(w["ref"]),
-                          Text(fmt_error(w["rel_error"]) or "—", style=style), Text(f"{ratio:.2g}", style=style))
-        parts.append(worst)
+        parts.append(Fit(_worst_table(report), _worst_table(report, stacked=True), _worst_table(report)))
 
     notes = Text()
     for name, m in report.methods.items():

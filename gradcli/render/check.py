@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from gradcli.render.screen import Group, Table, Text
+from gradcli.render.screen import Fit, Group, Table, Text
 from gradcli.checks.result import CheckReport, CheckResult
 from gradcli.render.table import fmt_error, fmt_number
 
@@ -42,26 +42,35 @@ def render_check_report(report: CheckReport, seconds: float | None = None, taylo
     on stderr; the summary line counts them). ``taylor`` adds the "taylor slope" column."""
     parts = []
     if report.checks:
-        table = Table()
-        cols = [("status", "left"), ("check", "left"), ("where", "left"), ("kind", "left"),
-                ("max abs err", "right"), ("max rel err", "right"), ("reference", "left")]
-        if taylor:
-            cols.append(("taylor slope", "right"))
-        for col, justify in cols:
-            table.add_column(col, justify=justify)
-        for r in report.checks:
-            row = [Text(STATUS_LABEL.get(r.status, r.status), style=STATUS_STYLE.get(r.status, "")),
-                   r.name, where(r), r.kind + (" (order 2)" if r.order == 2 else ""),
-                   fmt_error(r.max_abs_error) or "—", fmt_error(r.max_rel_error) or "—", r.reference or "—"]
-            if taylor:
-                row.append(fmt_taylor(r))
-            table.add_row(*row)
-        parts.append(table)
+        parts.append(Fit(_checks_table(report, taylor), _checks_table(report, taylor, stacked=True),
+                         _checks_table(report, taylor)))
     for r in report.checks:
         if r.status != "pass" or r.notes or r.digits:
             parts.append(render_details(r))
     parts.append(summary_line(report, seconds))
     return Group(*parts)
+
+
+def _checks_table(report: CheckReport, taylor: bool, stacked: bool = False) -> Table:
+    """One row per check; ``stacked`` puts the place under the check's name (a narrower table).
+    As blocks (too wide for either), each check is headed by its status and name."""
+    table = Table(heading_columns=2)
+    cols = [("status", "left"), ("check", "left")] + ([] if stacked else [("where", "left")]) + [
+        ("kind", "left"), ("max abs err", "right"), ("max rel err", "right"), ("reference", "left")]
+    if taylor:
+        cols.append(("taylor slope", "right"))
+    for col, justify in cols:
+        table.add_column(col, justify=justify)
+    for r in report.checks:
+        name = Text(r.name).append(f"\n{where(r)}", style="dim") if stacked else r.name
+        row = [Text(STATUS_LABEL.get(r.status, r.status), style=STATUS_STYLE.get(r.status, "")),
+               name] + ([] if stacked else [where(r)]) + [
+               r.kind + (" (order 2)" if r.order == 2 else ""),
+               fmt_error(r.max_abs_error) or "—", fmt_error(r.max_rel_error) or "—", r.reference or "—"]
+        if taylor:
+            row.append(fmt_taylor(r))
+        table.add_row(*row)
+    return table
 
 
 def render_details(r: CheckResult) -> Group:
@@ -76,7 +85,7 @@ def render_details(r: CheckResult) -> Group:
     parts.append(head)
     if r.mismatches:
         jac = any(m.output_index is not None for m in r.mismatches)
-        table = Table(title_justify="left",
+        table = Table(title_justify="left", heading_columns=2,  # as blocks, each headed by input and index
                       title=f"worst elements ({min(len(r.mismatches), MAX_SHOWN)} of {len(r.mismatches)})"
                       if len(r.mismatches) > MAX_SHOWN else None)
         cols = ["input", "index"] + (["output"] if jac else []) + ["expected", "got", "abs err", "rel err"]

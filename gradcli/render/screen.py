@@ -3,9 +3,11 @@
 gradcli's reports need little of a terminal toolkit: lines of styled text, boxed tables, a heading
 rule and an indented tree. Written here in a few hundred lines, they start in a millisecond where
 rich's console takes tens (start-up is most of a point command's time), and they obey the one
-layout rule the reports need: nothing is ever cropped. A table wider than the screen is shown with
-one block per row instead (its columns as ``header  value`` lines), and prose is not hard-wrapped
-when the output is not a terminal, so a CI log never splits a number.
+layout rule the reports need: nothing is ever cropped. A report offers narrower layouts of a table
+(:class:`Fit` takes the first that fits); a table wider than the screen is shown with one block per
+row instead (its columns as ``header  value`` lines, wrapped at spaces where even those are too
+long), and prose is not hard-wrapped when the output is not a terminal, so a CI log never splits a
+number.
 
 Every renderable has ``lines(width, wrap) -> list[Line]``: laid out for a screen ``width`` columns
 wide, prose word-wrapped to it when ``wrap``. A Line is a list of ``(text, style)`` spans.
@@ -99,7 +101,9 @@ def as_text(cell) -> Text:
 
 
 def wrap(line, width: int) -> list:
-    """A line word-wrapped to ``width`` columns (a word longer than the width stays whole)."""
+    """A line word-wrapped to ``width`` columns (a word longer than the width stays whole); the spaces
+    at a break are dropped."""
+    width = max(width, 1)
     if line_len(line) <= width:
         return [line]
     chars = [(c, style) for text, style in line for c in text]
@@ -117,8 +121,10 @@ def wrap(line, width: int) -> list:
             else:  # a word wider than the line: whole, on a line of its own
                 while end < len(chars) and chars[end][0] != " ":
                     end += 1
-        out.append(_spans(chars[start:end]))
-        start = end + 1 if end < len(chars) and chars[end][0] == " " else end
+        out.append(_rstrip(_spans(chars[start:end])))
+        start = end
+        while start < len(chars) and chars[start][0] == " ":
+            start += 1
     return out
 
 
@@ -165,7 +171,9 @@ class Rule:
     def lines(self, width: int, wrap_prose: bool = False) -> list:
         head = self.title.split()[0]
         rest = width - line_len(head) - 1
-        return [head + [(" ", "")] + ([("─" * rest, self.style)] if rest > 0 else [])]
+        if rest <= 0:  # a title as wide as the screen is the heading alone, as prose
+            return wrap(head, width) if wrap_prose else [head]
+        return [head + [(" ", ""), ("─" * rest, self.style)]]
 
 
 class Tree:
@@ -201,11 +209,14 @@ class Column:
 
 class Table:
     """A boxed table (a heavy header rule, light body), cells padded one space either side except at
-    the edges; cells may hold several lines. Wider than the screen, it becomes one block per row."""
+    the edges; cells may hold several lines. Wider than the screen, it becomes one block per row,
+    headed by its first ``heading_columns`` cells."""
 
-    def __init__(self, title=None, title_justify: str = "center", header_style: str = "bold"):
+    def __init__(self, title=None, title_justify: str = "center", header_style: str = "bold",
+                 heading_columns: int = 1):
         self.title = None if title is None else as_text(title)
         self.title_justify, self.header_style = title_justify, header_style
+        self.heading_columns = heading_columns
         self.columns: list = []
         self.rows: list = []
 
@@ -220,16 +231,22 @@ class Table:
                     + [line_len(line) for row in self.rows for line in row[i]])
                 for i, col in enumerate(self.columns)]
 
+    def _pads(self) -> list:
+        n = len(self.columns)
+        return [(0 if i == 0 else 1, 0 if i == n - 1 else 1) for i in range(n)]
+
+    def width(self) -> int:
+        """Columns the boxed table takes (its title aside)."""
+        return sum(self._widths()) + sum(a + b for a, b in self._pads()) + len(self.columns) + 1
+
     def lines(self, width: int, wrap_prose: bool = False) -> list:
-        widths = self._widths()
-        n = len(widths)
-        pads = [(0 if i == 0 else 1, 0 if i == n - 1 else 1) for i in range(n)]
-        total = sum(widths) + sum(a + b for a, b in pads) + n + 1
-        if total > width and n > 1:
-            return self._blocks()
+        widths, pads = self._widths(), self._pads()
+        total = self.width()
+        if total > width and len(widths) > 1:
+            return self._blocks(width)
         out = []
         if self.title is not None:
-            for line in self.title.split():
+            for line in _title_lines(self.title, width):
                 room = max(0, total - line_len(line))
                 left = room // 2 if self.title_justify == "center" else 0
                 out.append([(" " * left, "")] + [(t, join_styles("italic", s)) for t, s in line]
@@ -262,29 +279,71 @@ class Table:
         out.append(rule("└", "─", "┴", "┘"))
         return out
 
-    def _blocks(self) -> list:
-        """One block per row: the first cell, then ``header  value`` for each other column, so that a
-        narrow screen still shows every number whole."""
-        out = list(self.title.split()) if self.title is not None else []
+    def _blocks(self, width: int) -> list:
+        """One block per row: its heading cells, then ``header  value`` for each other column (a
+        cell's lines side by side), so that a narrow screen still shows every number whole."""
+        out = _title_lines(self.title, width) if self.title is not None else []
+        k = min(max(1, self.heading_columns), len(self.columns) - 1)
         headers = [col.header.split()[0] for col in self.columns]
-        label_width = max(line_len(h) for h in headers[1:])
-        # the j-th line of a column's cells, padded to the widest j-th line: the values align
+        label_width = max(line_len(h) for h in headers[k:])
+        # the j-th lines of the right-justified cells share one right edge, so that a block's numbers
+        # line up whichever column they come from; a left-justified cell pads to its own column
         depth = max((len(cell) for row in self.rows for cell in row), default=1)
+        right = [col.justify == "right" for col in self.columns]
         widths = [[max([line_len(row[i][j]) for row in self.rows if j < len(row[i])], default=0)
                    for j in range(depth)] for i in range(len(self.columns))]
+        shared = [max([widths[i][j] for i in range(k, len(widths)) if right[i]], default=0) for j in range(depth)]
         for row in self.rows:
-            first = [span for line in row[0] for span in line + [(" ", "")]][:-1]
-            out.append([(t, join_styles("bold", s)) for t, s in first])
-            for i, (head, cell) in enumerate(zip(headers[1:], row[1:]), start=1):
+            heading = [span for cell in row[:k] for line in cell if line for span in line + [(" ", "")]][:-1]
+            out.extend(wrap([(t, join_styles("bold", s)) for t, s in heading], width))
+            for i in range(k, len(self.columns)):
+                cell, head = row[i], headers[i]
                 if not any(cell):
                     continue
-                line = [("  ", "")] + head + [(" " * (label_width - line_len(head)), "")]
-                right = self.columns[i].justify == "right"
+                label = [("  ", "")] + head + [(" " * (label_width - line_len(head) + 2), "")]
+                line = list(label)
                 for j, value in enumerate(cell):
-                    room = " " * (widths[i][j] - line_len(value))
-                    line += [("  ", "")] + ([(room, "")] + value if right else value + [(room, "")])
-                out.append(_rstrip(line))
+                    room = " " * ((shared[j] if right[i] else widths[i][j]) - line_len(value))
+                    line += ([("  ", "")] if j else []) + ([(room, "")] + value if right[i] else value + [(room, "")])
+                line = _rstrip(line)
+                out.extend([line] if line_len(line) <= width else _wrapped_value(label, cell, width))
         return out
+
+
+#: Below this many columns beside its label, a block's too-long value goes on lines of its own.
+MIN_VALUE_ROOM = 20
+
+
+def _title_lines(title: Text, width: int) -> list:
+    return [piece for line in title.split() for piece in wrap(line, width)]
+
+
+def _wrapped_value(label, cell, width: int) -> list:
+    """A block line too long for the screen: its value wrapped at spaces under the value's start,
+    or on lines of its own below the label where the label leaves too little room (or a word of the
+    value is too long to stand beside it)."""
+    value: list = []
+    for j, part in enumerate(line for line in cell if line):
+        value += ([("  ", "")] if j else []) + part
+    indent = line_len(label)
+    pieces = wrap(value, width - indent) if width - indent >= MIN_VALUE_ROOM else None
+    if pieces is None or max(line_len(piece) for piece in pieces) > width - indent:
+        return [_rstrip(label)] + [[("    ", "")] + piece for piece in wrap(value, width - 4)]
+    return [label + pieces[0]] + [[(" " * indent, "")] + piece for piece in pieces[1:]]
+
+
+class Fit:
+    """Layouts of the same content, widest first: the first table that fits the screen, else the last
+    choice (a table that does not fit shows itself as blocks)."""
+
+    def __init__(self, *choices):
+        self.choices = choices
+
+    def lines(self, width: int, wrap_prose: bool = False) -> list:
+        for choice in self.choices[:-1]:
+            if choice.width() <= width:
+                return choice.lines(width, wrap_prose)
+        return self.choices[-1].lines(width, wrap_prose)
 
 
 class Screen:

@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 
-from gradcli.render.screen import Group, Table, Text
+from gradcli.render.screen import Fit, Group, Table, Text
 from gradcli.verdict.report import GradReport
 
 STATUS_STYLE = {"ok": "green", "mismatch": "bold red", "undefined": "yellow", "unavailable": "dim",
@@ -133,30 +133,46 @@ def method_header(report, name) -> Text:
     return Text(f"{name}{ref}", style=STATUS_STYLE.get(m.status, ""))
 
 
-def entry_table(report, rows) -> Table:
-    """One row per matrix entry, one column per method: the value with its relative error beneath.
-    ``rows`` is a list of (label, i, k)."""
-    table = Table()
-    table.add_column("")
+def _entry(report, name, i, k) -> tuple:
+    """A method's entry (i, k): its value (or the method's status) and its relative error ("" for none)
+    with the error's style."""
+    m = report.methods[name]
+    if m.jacobian is None:
+        return Text(m.status, style=STATUS_STYLE.get(m.status, "")), "", ""
+    if m.abs_error is None or name == report.reference:
+        return Text(fmt_number(m.jacobian[i, k])), "", ""
+    tol = m.tolerance[i, k] if m.tolerance is not None else None
+    return Text(fmt_number(m.jacobian[i, k])), fmt_error(m.rel_error[i, k]), _error_style(m.abs_error[i, k], tol)
+
+
+def entry_table(report, rows) -> Fit:
+    """One row per matrix entry, one column per method: the value with its relative error beneath;
+    where that is too wide, one row per method with each entry's value and error side by side; where
+    that is too, one block per entry. ``rows`` is a list of (label, i, k)."""
+    wide = Table()
+    wide.add_column("")
     names = list(report.methods)
     for name in names:
-        table.add_column(method_header(report, name), justify="right", min_width=13)
+        wide.add_column(method_header(report, name), justify="right", min_width=13)
     for label, i, k in rows:
         cells = []
         for name in names:
-            m = report.methods[name]
-            if m.jacobian is None:
-                cells.append(Text(m.status, style=STATUS_STYLE.get(m.status, "")))
-                continue
-            cell = Text(fmt_number(m.jacobian[i, k]))
-            if m.abs_error is not None and name != report.reference:
-                tol = m.tolerance[i, k] if m.tolerance is not None else None
-                err = fmt_error(m.rel_error[i, k])
-                if err:
-                    cell.append(f"\n{err}", style=_error_style(m.abs_error[i, k], tol))
-            cells.append(cell)
-        table.add_row(label, *cells)
-    return table
+            value, err, style = _entry(report, name, i, k)
+            cells.append(value.append(f"\n{err}", style=style) if err else value)
+        wide.add_row(label, *cells)
+
+    by_method = Table()
+    by_method.add_column("method")
+    for label, _, _ in rows:
+        by_method.add_column(label, justify="right")
+        by_method.add_column("rel err", justify="right")
+    for name in names:
+        cells = []
+        for _, i, k in rows:
+            value, err, style = _entry(report, name, i, k)
+            cells += [value, Text(err, style=style)]
+        by_method.add_row(method_header(report, name), *cells)
+    return Fit(wide, by_method, wide)
 
 
 def method_table(report, extra=()) -> Table:
@@ -178,10 +194,17 @@ def method_table(report, extra=()) -> Table:
     return table
 
 
-def direction_table(report, hvp: bool = False) -> Table:
-    """--direction: each method's directional derivative (and H·v) with its error against the reference."""
+def direction_table(report, hvp: bool = False) -> Fit:
+    """--direction: each method's directional derivative (and H·v) with its error against the reference;
+    where that is too wide, a vector's entries one under another."""
+    return Fit(_direction_table(report, hvp), _direction_table(report, hvp, stacked=True),
+               _direction_table(report, hvp))
+
+
+def _direction_table(report, hvp: bool, stacked: bool = False) -> Table:
     names = ", ".join(f"{v}={fmt_number(x, 6)}" for v, x in zip(report.variables, report.direction))
     table = Table(title=f"along v = ({names})", title_justify="left")
+    sep = "\n" if stacked else ", "
     table.add_column("method")
     table.add_column("∇f·v" if not getattr(report, "vector", False) else "J·v", justify="right")
     table.add_column("rel error", justify="right")
@@ -189,10 +212,10 @@ def direction_table(report, hvp: bool = False) -> Table:
         table.add_column("H·v", justify="right")
         table.add_column("rel error", justify="right")
     for name, d in report.directional.items():
-        row = [method_header(report, name), ", ".join(fmt_number(x) for x in d.derivative),
+        row = [method_header(report, name), sep.join(fmt_number(x) for x in d.derivative),
                fmt_error(d.derivative_rel_error) or "—"]
         if hvp:
-            row += ["—" if d.hvp is None else ", ".join(fmt_number(x) for x in d.hvp),
+            row += ["—" if d.hvp is None else sep.join(fmt_number(x) for x in d.hvp),
                     fmt_error(d.hvp_rel_error) or "—"]
         table.add_row(*row)
     return table
