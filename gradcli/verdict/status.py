@@ -39,7 +39,7 @@ def verdict(report, sym_status: str, sym_message: str, bad_deriv, have_reference
         report.message = next(d.message for d in report.diagnostics if d.kind == report.status)
     else:
         n = sum(1 for m in report.methods.values() if m.status == "ok")
-        report.message = f"{n} method{'s' if n != 1 else ''} agree with the {report.reference} reference"
+        report.message = f"{n} {'methods agree' if n != 1 else 'method agrees'} with the {report.reference} reference"
     if bad_deriv.any():
         for m in report.methods.values():
             if m.error_estimate is not None:
@@ -66,5 +66,6 @@ def batch_verdict(report) -> None:
         report.message = f"the gradient is undefined or not differentiable at every point{undefined}"
     else:
         ok = [m.name for m in judged if m.status == "ok"]
-        report.message = (f"{len(ok)} method{'s' if len(ok) != 1 else ''} agree with the {report.reference} "
+        agree = "methods agree" if len(ok) != 1 else "method agrees"
+        report.message = (f"{len(ok)} {agree} with the {report.reference} "
                           f"reference at every point where the gradient is defined{undefined}")
