@@ -9,6 +9,7 @@ from gradcli.core import options as option_values
 from gradcli.core.errors import BadInput, brief
 from gradcli.methods.symbolic import DEFAULT_TIMEOUT
 from gradcli.core.parser import parse_constant, suggest_call, suspicious_variables
+from gradcli.batch import distributed
 from gradcli.batch.compare import DEFAULT_CHUNK, WORST, run_batch
 from gradcli.engines.device import resolve_target
 from gradcli.batch.points import ArrayPoints, OutWriter, Sampler, check_arrays, parse_domains, read_points
@@ -97,7 +98,7 @@ def check_options(rtol, atol, timeout, chunk, dtype):
 def grad_batch(expr: str, points: dict | None = None, *, n: int | None = None, domain=None, seed: int = 0,
                methods=None, rtol=None, atol=None, dtype="float64", device: str | None = None,
                chunk: int = DEFAULT_CHUNK, out: str | None = None, timeout: float = DEFAULT_TIMEOUT,
-               worst: int = WORST, progress=None, engine: str | None = None) -> BatchReport:
+               worst: int = WORST, progress=None, engine: str | None = None, dask=None) -> BatchReport:
     """Every method over many points: ``points={"x": array, ...}``, or ``n`` uniform samples of
     ``domain={"x": (-1, 1), ...}`` (or ``"x=-1:1, y=0:2"``) seeded by ``seed``.
 
@@ -107,8 +108,9 @@ def grad_batch(expr: str, points: dict | None = None, *, n: int | None = None, d
 
     ``r.to_dict()`` is exactly the ``--json`` document; ``out`` writes values and gradients (.npz or
     .csv, atomically); ``engine`` (``numpy``, ``numba`` or ``cuda``) overrides the rule that picks the
-    compiled program's engine from the batch alone (README, batch mode). Raises
-    :class:`gradcli.BadInput` on bad input.
+    compiled program's engine from the batch alone (README, batch mode); ``dask`` (a scheduler's
+    address, ``"tcp://host:8786"``, or a ``distributed.Client``) runs the chunks on that cluster, with the
+    same statistics (docs/batch.md). Raises :class:`gradcli.BadInput` on bad input.
     """
     dt = check_options(rtol, atol, timeout, chunk, dtype)
     option_values.seed(seed, "seed", optional=False)
@@ -120,23 +122,27 @@ def grad_batch(expr: str, points: dict | None = None, *, n: int | None = None, d
     graph, source, info, warnings = prepare_batch(expr, points=points, n=n, domain=domain, seed=seed)
     return run_prepared(graph, source, info, warnings, expr=expr, methods=methods, rtol=rtol, atol=atol,
                         dtype=dt, device=dev, chunk=chunk, out=out, timeout=timeout, worst=worst,
-                        progress=progress, engine=engine)
+                        progress=progress, engine=engine, dask=dask)
 
 
 def run_prepared(graph, source, info, warnings, *, expr, methods, rtol, atol, dtype, device, chunk, out,
-                 timeout, worst=WORST, progress=None, engine: str = "auto") -> BatchReport:
-    """Run a prepared batch; ``out`` is published only when the whole run succeeded."""
+                 timeout, worst=WORST, progress=None, engine: str = "auto", dask=None) -> BatchReport:
+    """Run a prepared batch; ``out`` is published only when the whole run succeeded. ``dask``: as for
+    :func:`grad_batch`; a client made here from an address is closed here."""
     try:
         selected = parse_methods(methods)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
-    writer = None
+    writer = client = None
+    owned = False
     try:
+        if dask is not None:
+            client, owned = distributed.connect(dask)
         writer = OutWriter(out, graph.variables, len(graph.outputs), source.n) if out is not None else None
         report = run_batch(graph, source, expression=expr, methods=selected, rtol=rtol, atol=atol,
                            timeout=timeout if timeout else None, device=device, dtype=dtype, chunk=chunk,
                            out=writer, progress=progress, worst=worst, warnings=warnings, source_info=info,
-                           engine=engine)
+                           engine=engine, dask=client)
         if writer is not None:
             try:
                 writer.close()
@@ -148,5 +154,8 @@ def run_prepared(graph, source, info, warnings, *, expr, methods, rtol, atol, dt
         if isinstance(exc, MemoryError):
             raise BadInput(f"not enough memory for chunks of {chunk} points: give a smaller --chunk") from None
         raise
+    finally:
+        if owned:
+            distributed.close(client)
     return report
 

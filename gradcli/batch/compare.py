@@ -4,8 +4,11 @@ Per chunk: the compiled value-and-gradient program (``reverse``, also what ``--o
 compiled |Jacobian| program (the ``scale`` of the tolerances), forward mode on dual arrays (plus two
 rounding-jiggled runs for the spread), sympy's derivatives compiled back into a graph (the reference),
 central differences, Richardson and complex step, and the elementwise diagnosis of undefined points
-and kinks. Nothing is kept per point across chunks except the relative errors for an exact median
-(only while points x methods fits :data:`EXACT_MEDIAN_LIMIT`; beyond it a fixed log10 histogram).
+and kinks. A chunk is a function of the batch's :class:`Plan` and its range alone
+(:func:`chunk_partial`), so it can run here or as a task on a Dask cluster (:mod:`.distributed`); its
+:class:`~gradcli.batch.merge.Partial` is merged in chunk order. Nothing is kept per point across chunks
+except the relative errors for an exact median (only while points x methods fits
+:data:`EXACT_MEDIAN_LIMIT`; beyond it a fixed log10 histogram).
 
 Tolerance per entry (as at one point, :mod:`gradcli.verdict.tolerance`), with the reference evaluated in
 float64 (whatever the batch dtype) rather than to 35 digits:
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,6 +37,8 @@ from gradcli.verdict.tolerance import batch_floor_share
 from gradcli.batch import methods as bm
 from gradcli.engines.backend import choose_engine, execute
 from gradcli.engines.program import compile_graph
+from gradcli.batch import distributed
+from gradcli.batch.merge import Merge, Partial, method_partial
 from gradcli.batch.report import BatchMethod, BatchReport
 from gradcli.methods.sym_graph import Unsupported, to_graph
 
@@ -40,9 +46,6 @@ DEFAULT_CHUNK = 65536
 WORST = 5
 #: Exact medians keep every relative error: up to this many (points x methods), 80 MB of float64.
 EXACT_MEDIAN_LIMIT = 10_000_000
-#: The histogram behind approximate medians: log10(rel error) from -30 to 10 in bins of 1/40 decade
-#: (a median good to about 3%), plus a bin for exact zeros (and anything below 1e-30).
-HIST_LO, HIST_HI, HIST_PER_DECADE = -30.0, 10.0, 40
 
 
 def default_tolerance(name: str, dtype) -> tuple[float, float]:
@@ -64,68 +67,6 @@ def _namespace(device: str):
 
         return cupy
     return np
-
-
-class _Stats:
-    """Streaming statistics of one method."""
-
-    def __init__(self, name: str, exact: bool, k: int):
-        self.m = BatchMethod(name, "ok")
-        self.exact, self.k = exact, k
-        self.rels: list = []
-        self.hist = None if exact else np.zeros(int((HIST_HI - HIST_LO) * HIST_PER_DECADE) + 2, dtype=np.int64)
-        self.max_rel = -math.inf
-        self.worst: list = []  # (badness, index, record)
-
-    def add(self, status, rel, bad, records):
-        """``status`` per point (0 agree, 1 mismatch, 2 undefined, 3 unavailable); ``rel``/``bad`` for the
-        compared points (host arrays); ``records`` the chunk's worst candidates."""
-        m = self.m
-        counts = np.bincount(status, minlength=4)
-        m.agreed += int(counts[0])
-        m.mismatched += int(counts[1])
-        m.undefined += int(counts[2])
-        m.unavailable += int(counts[3])
-        if rel.size:
-            r = np.where(np.isnan(rel), np.inf, rel)
-            self.max_rel = max(self.max_rel, float(r.max()))
-            if self.exact:
-                self.rels.append(r)
-            else:
-                with np.errstate(divide="ignore"):
-                    lg = np.log10(r)
-                idx = np.floor((lg - HIST_LO) * HIST_PER_DECADE).astype(np.int64) + 1
-                idx = np.clip(np.where(r < 10 ** HIST_LO, 0, idx), 0, self.hist.size - 1)
-                self.hist += np.bincount(idx, minlength=self.hist.size)
-        self.worst = sorted(self.worst + records, key=lambda t: (-t[0], t[1]))[:self.k]
-
-    def finish(self) -> BatchMethod:
-        m = self.m
-        if m.compared:
-            m.max_rel_error = self.max_rel
-            if self.exact:
-                m.median_rel_error = float(np.median(np.concatenate(self.rels)))
-            else:
-                m.median_rel_error = _hist_median(self.hist)
-        m.worst = [rec for _, _, rec in self.worst]
-        if m.status == "ok":
-            if m.mismatched:
-                m.status = "mismatch"
-            elif not m.compared and m.undefined and not m.unavailable:
-                m.status = "undefined"
-            elif not m.compared and m.unavailable:
-                m.status, m.message = "unavailable", m.message or "no finite estimate at any defined point"
-        return m
-
-
-def _hist_median(hist) -> float:
-    total = int(hist.sum())
-    b = int(np.searchsorted(np.cumsum(hist), (total + 1) // 2))
-    if b == 0:
-        return 0.0
-    if b == hist.size - 1:
-        return math.inf
-    return 10 ** (HIST_LO + (b - 1 + 0.5) / HIST_PER_DECADE)
 
 
 def _entry_name(graph: Graph, j: int, k: int) -> str:
@@ -165,22 +106,40 @@ def _judge(xp, name, J, est, ref, undefined, scale, spread, floor, dtype, rtol, 
     return status, point_rel, point_bad, worst_entry, abs_err, tol
 
 
-def run_batch(graph: Graph, source, *, expression: str = "", methods=None, rtol=None, atol=None,
-              timeout: float | None = symbolic.DEFAULT_TIMEOUT, device: str = "cpu", dtype=np.float64,
-              chunk: int = DEFAULT_CHUNK, out=None, progress=None, worst: int = WORST, warnings=(),
-              source_info: dict | None = None, engine: str = "auto") -> BatchReport:
-    """Every selected method over the points of ``source`` (``.n`` points, ``.chunk(a, b)`` -> dict of
-    arrays) -> :class:`BatchReport`. ``out`` (an :class:`~gradcli.batch.points.OutWriter`) receives the
-    compiled program's values and gradients; ``progress(done, total)`` is called after each chunk."""
-    dtype = np.dtype(dtype).type
-    xp = _namespace(device)
-    selected = parse_methods(methods)
-    N, m, nv = int(source.n), len(graph.outputs), len(graph.variables)
-    chunk = max(1, int(chunk))
-    t_start = time.perf_counter()
-    notes: list = []
+@dataclass
+class Plan:
+    """What every chunk of a batch needs, picklable (a Dask task's argument): the expression's graph,
+    sympy's derivatives as a graph (None: the consensus reference), the methods and the options. The
+    compiled programs are rebuilt from the graph where they are first needed, never shipped."""
 
-    # sympy once, then its derivatives as a graph evaluated per chunk
+    graph: Graph
+    sym_graph: Graph | None
+    selected: list
+    judged: list
+    device: str
+    dtype: type
+    engine: str
+    rtol: float | None
+    atol: float | None
+    worst: int
+    exact: bool
+    want_out: bool
+
+    def __post_init__(self):
+        self._programs = None
+
+    def programs(self):
+        """(value-and-gradient program, |Jacobian| program), compiled once per process."""
+        if self._programs is None:
+            self._programs = compile_graph(self.graph), compile_graph(self.graph, absolute=True)
+        return self._programs
+
+    def __getstate__(self):
+        return {**self.__dict__, "_programs": None}
+
+
+def _symbolic(graph: Graph, timeout):
+    """sympy's derivatives once, compiled into a graph -> (result, graph or None, why not, seconds)."""
     t0 = time.perf_counter()
     sym = symbolic.derivatives(graph, timeout)
     sym_graph, sym_msg = None, sym.message
@@ -193,178 +152,213 @@ def run_batch(graph: Graph, source, *, expression: str = "", methods=None, rtol=
             sym_msg = f"sympy's derivative uses {exc}, which batch mode cannot evaluate"
         except symbolic.SymbolicTimeout:
             sym_msg = f"sympy's derivative could not be compiled within {timeout:g} s"
-    sym_seconds = time.perf_counter() - t0
+    return sym, sym_graph, sym_msg, time.perf_counter() - t0
+
+
+def _example(graph, host_pts, dtype, i: int) -> dict:
+    return {v: float(dtype(host_pts[v][i])) for v in graph.variables}
+
+
+def chunk_partial(plan: Plan, host_pts: dict, start: int, stop: int) -> Partial:
+    """The points ``start:stop`` (``host_pts``: their coordinates) judged by every method -> the chunk's
+    :class:`~gradcli.batch.merge.Partial`. Depends on nothing but its arguments."""
+    graph, sym_graph, selected, dtype, device = plan.graph, plan.sym_graph, plan.selected, plan.dtype, plan.device
+    program, program_abs = plan.programs()
+    xp = _namespace(device)
+    n, m, nv = stop - start, len(graph.outputs), len(graph.variables)
+    seconds = {name: 0.0 for name in METHOD_ORDER}
+    reasons: dict = {}
+    fallback = 0
+    inputs = {v: xp.asarray(host_pts[v], dtype=dtype) for v in graph.variables}
+    with np.errstate(all="ignore"):
+        bad_value, bad_deriv, why = diagnose_batch(graph, inputs, xp, dtype, n=n)
+        for key, (count, first) in why.items():
+            reasons[key] = (count, _example(graph, host_pts, dtype, first))
+
+        t0 = time.perf_counter()
+        R = _rows(xp, execute(program, inputs, device=device, dtype=dtype, engine=plan.engine), n)
+        values, Jr = R[:m], R[m:].reshape(m, nv, n)
+        seconds["reverse"] += time.perf_counter() - t0
+        S = _rows(xp, execute(program_abs, inputs, device=device, dtype=dtype, engine=plan.engine), n)
+        scale = S[m:].reshape(m, nv, n)
+
+        t0 = time.perf_counter()
+        _, Jf = bm.forward(graph, inputs, xp, dtype, n=n)
+        seconds["forward"] += time.perf_counter() - t0
+        spread = bm.rounding_spread(graph, inputs, Jf, xp, dtype, n=n)
+
+        results = {"forward": (Jf, None), "reverse": (Jr, None)}
+        cen = None
+        if "central" in selected or "richardson" in selected or sym_graph is None:
+            t0 = time.perf_counter()
+            cen = bm.central(graph, inputs, xp, dtype, n=n)
+            seconds["central"] += time.perf_counter() - t0
+            results["central"] = cen[:2]
+        if "richardson" in selected or sym_graph is None:
+            t0 = time.perf_counter()
+            results["richardson"] = bm.richardson(graph, inputs, xp, dtype, cen, n=n)
+            seconds["richardson"] += time.perf_counter() - t0
+        if "complex_step" in plan.judged:
+            t0 = time.perf_counter()
+            results["complex_step"] = bm.complex_step(graph, inputs, xp, dtype, n=n)
+            seconds["complex_step"] += time.perf_counter() - t0
+
+        # the reference: sympy's formula where it is finite, forward/reverse consensus elsewhere
+        agree_fr = xp.abs(Jf - Jr) <= 1e-2 * default_tolerance("forward", dtype)[0] * \
+            xp.maximum(xp.maximum(xp.abs(Jf), xp.abs(Jr)), scale)
+        consensus = xp.where(agree_fr, (Jf + Jr) / 2, xp.nan)
+        if sym_graph is not None:
+            t0 = time.perf_counter()
+            # the reference in float64 whatever the batch dtype (then rounded once): a float32
+            # evaluation of sympy's formula can be further off than the methods it judges
+            wide = {k: xp.asarray(v, dtype=xp.float64) for k, v in inputs.items()}
+            ref64 = bm.outputs(sym_graph, wide, xp, np.float64, n)
+            # sympy's formula carries its own rounding in float64: 1 - tanh(x)**2 is 0 from |x| = 19
+            # on, and 1/sqrt(1 - x**2) near 1 keeps 9 digits. One more ulp per operation measures it,
+            # and the first-order bound over its intermediates (and their underflow) bounds it where
+            # the random signs happen to cancel
+            probe = monte_carlo_spread(
+                lambda signs: bm.outputs(sym_graph, wide, xp, np.float64, n, jiggle=lambda i: signs[i, 0]),
+                ref64, len(sym_graph.nodes), trials=1, seed=1, xp=xp)
+            bound = (float(np.finfo(np.float64).eps) * rounding_scale(sym_graph, wide, xp, n)).reshape(m, nv, n)
+            ref_spread = xp.fmax(probe.reshape(m, nv, n), bound).astype(dtype)
+            ref = ref64.astype(dtype).reshape(m, nv, n)
+            seconds["symbolic"] += time.perf_counter() - t0
+            # where the formula is lost to its rounding, or gives 0 because a term of it overflowed
+            # or underflowed (x/sqrt(x**2 + y**2) at 1e200) while forward and reverse agree on a number
+            # clearly away from 0, those two are the reference
+            # (and where a term of the formula overflowed on the way to a finite result, so that no
+            # bound exists: 2/(t*exp(250 + 2/t)) at t = 0.00435 is 1.3e-301, not the 0 float64 gives)
+            shaky = vt.ill_conditioned(xp, ref, scale, ref_spread) | (xp.isfinite(ref) & ~xp.isfinite(bound))
+            lost = (ref == 0) & (xp.abs(consensus) > 1e3 * (spread + float(np.finfo(dtype).eps) * scale))
+            fill = (~xp.isfinite(ref) | shaky | lost) & ~bad_deriv & xp.isfinite(consensus)
+            spread = xp.where(fill, spread, xp.fmax(spread, xp.nan_to_num(ref_spread)))
+            fallback = int(fill.reshape(m * nv, n).any(axis=0).sum()) if m * nv else 0
+            ref = xp.where(fill, consensus, ref)
+        else:
+            ref = xp.where(xp.isfinite(consensus), consensus, results["richardson"][0])
+        ill = vt.ill_conditioned(xp, ref, scale, spread)
+        ill_points = (ill & ~bad_deriv).reshape(m * nv, n).any(axis=0) if m * nv else xp.zeros(n, dtype=bool)
+        count = int(ill_points.sum())
+        if count:
+            name = np.dtype(dtype).name
+            key = ("undefined", name, f"the derivative cannot be computed in {name} (one more ulp of rounding "
+                   "per operation moves it by more than 1e-3 of itself: ill-conditioned)")
+            c, example = reasons.get(key, (0, None))
+            if example is None:
+                example = _example(graph, host_pts, dtype, int(_host(xp.argmax(ill_points))))
+            reasons[key] = (c + count, example)
+        undefined = bad_deriv | ~xp.isfinite(ref) | ill
+        undefined_points = int(undefined.reshape(m * nv, n).any(axis=0).sum()) if m * nv else 0
+        xs = xp.stack([xp.maximum(xp.abs(inputs[v]), 1) for v in graph.variables]) if nv \
+            else xp.ones((0, n), dtype=dtype)
+        floor = vt.floor(batch_floor_share(dtype), xp.nan_to_num(values), xs)
+
+        methods = {}
+        for name in plan.judged:
+            J, est = results[name]
+            status, prel, pbad, went, abs_err, tol = _judge(
+                xp, name, J, est, ref, undefined, scale, spread, floor, dtype, plan.rtol, plan.atol)
+            status_h, prel_h, pbad_h = _host(status), _host(prel), _host(pbad)
+            compared = status_h <= 1
+            top = _top(pbad_h, compared, plan.worst) if nv else np.zeros(0, dtype=np.int64)
+            went_h = _host(went[top]) if top.size else np.zeros(0, dtype=np.int64)
+            records = []
+            for idx, e in zip(top.tolist(), went_h.tolist()):
+                j, k = divmod(int(e), nv) if nv else (0, 0)
+                rec = {"method": name, "index": start + idx, "point": _example(graph, host_pts, dtype, idx),
+                       "entry": _entry_name(graph, j, k) if nv else "",
+                       "got": float(_host(J[j, k, idx])), "ref": float(_host(ref[j, k, idx])),
+                       "abs_error": float(_host(abs_err[j, k, idx])), "rel_error": float(prel_h[idx]),
+                       "tolerance": float(_host(tol[j, k, idx])),
+                       "status": "mismatch" if status_h[idx] == 1 else "ok"}
+                records.append((float(pbad_h[idx]), start + idx, rec))
+            methods[name] = method_partial(status_h, prel_h[compared], records, plan.exact)
+
+        out = None
+        if plan.want_out:
+            out = (host_pts, _host(xp.where(bad_value, xp.nan, values)), _host(xp.where(undefined, xp.nan, Jr)))
+    return Partial(start, stop, methods, reasons, undefined_points, fallback, seconds, out)
+
+
+def local_partials(plan: Plan, source, chunk: int):
+    """The partials of ``source``'s points in chunk order, computed here one at a time."""
+    for start in range(0, int(source.n), chunk):
+        stop = min(int(source.n), start + chunk)
+        yield chunk_partial(plan, source.chunk(start, stop), start, stop)
+
+
+def run_batch(graph: Graph, source, *, expression: str = "", methods=None, rtol=None, atol=None,
+              timeout: float | None = symbolic.DEFAULT_TIMEOUT, device: str = "cpu", dtype=np.float64,
+              chunk: int = DEFAULT_CHUNK, out=None, progress=None, worst: int = WORST, warnings=(),
+              source_info: dict | None = None, engine: str = "auto", dask=None) -> BatchReport:
+    """Every selected method over the points of ``source`` (``.n`` points, ``.chunk(a, b)`` -> dict of
+    arrays) -> :class:`BatchReport`. ``out`` (an :class:`~gradcli.batch.points.OutWriter`) receives the
+    compiled program's values and gradients; ``progress(done, total)`` is called after each chunk;
+    ``dask`` (a connected ``distributed.Client``) runs the chunks as tasks on its cluster."""
+    dtype = np.dtype(dtype).type
+    selected = parse_methods(methods)
+    N = int(source.n)
+    chunk = max(1, int(chunk))
+    t_start = time.perf_counter()
+    notes: list = []
+
+    sym, sym_graph, sym_msg, sym_seconds = _symbolic(graph, timeout)
     reference = "symbolic" if sym_graph is not None else "consensus"
     if sym_graph is None:
         notes.append(f"symbolic unavailable ({sym_msg}): the reference is forward/reverse consensus, "
                      "Richardson where they differ")
-
-    program = compile_graph(graph)
-    program_abs = compile_graph(graph, absolute=True)
-    engine = choose_engine(N, len(program), device, engine)  # once for the batch, not per chunk
     blockers = numeric.holomorphic_blockers(graph)
     judged = [n for n in selected if n != "symbolic" and not (n == "complex_step" and blockers)]
     exact = N * max(len(judged), 1) <= EXACT_MEDIAN_LIMIT
-    stats = {n: _Stats(n, exact, worst) for n in judged}
-    seconds = {n: 0.0 for n in METHOD_ORDER}
-    seconds["symbolic"] = sym_seconds
-    undefined_points, fallback_points = 0, 0
-    reasons: dict = {}
+    plan = Plan(graph, sym_graph, selected, judged, device, dtype, "auto", rtol, atol, worst, exact, out is not None)
+    plan.engine = choose_engine(N, len(plan.programs()[0]), device, engine)  # once for the batch, not per chunk
+    merged = Merge(judged, exact, worst, {name: 0.0 for name in METHOD_ORDER})
+    merged.seconds["symbolic"] = sym_seconds
 
-    for start in range(0, N, chunk):
-        stop = min(N, start + chunk)
-        n = stop - start
-        host_pts = source.chunk(start, stop)
-        inputs = {v: xp.asarray(host_pts[v], dtype=dtype) for v in graph.variables}
-        with np.errstate(all="ignore"):
-            bad_value, bad_deriv, why = diagnose_batch(graph, inputs, xp, dtype, n=n)
-            for key, (count, first) in why.items():
-                c, example = reasons.get(key, (0, None))
-                if example is None:
-                    example = {v: float(dtype(host_pts[v][first])) for v in graph.variables}
-                reasons[key] = (c + count, example)
-
-            t0 = time.perf_counter()
-            R = _rows(xp, execute(program, inputs, device=device, dtype=dtype, engine=engine), n)
-            values, Jr = R[:m], R[m:].reshape(m, nv, n)
-            seconds["reverse"] += time.perf_counter() - t0
-            S = _rows(xp, execute(program_abs, inputs, device=device, dtype=dtype, engine=engine), n)
-            scale = S[m:].reshape(m, nv, n)
-
-            t0 = time.perf_counter()
-            _, Jf = bm.forward(graph, inputs, xp, dtype, n=n)
-            seconds["forward"] += time.perf_counter() - t0
-            spread = bm.rounding_spread(graph, inputs, Jf, xp, dtype, n=n)
-
-            results = {"forward": (Jf, None), "reverse": (Jr, None)}
-            cen = None
-            if "central" in selected or "richardson" in selected or sym_graph is None:
-                t0 = time.perf_counter()
-                cen = bm.central(graph, inputs, xp, dtype, n=n)
-                seconds["central"] += time.perf_counter() - t0
-                results["central"] = cen[:2]
-            if "richardson" in selected or sym_graph is None:
-                t0 = time.perf_counter()
-                results["richardson"] = bm.richardson(graph, inputs, xp, dtype, cen, n=n)
-                seconds["richardson"] += time.perf_counter() - t0
-            if "complex_step" in judged:
-                t0 = time.perf_counter()
-                results["complex_step"] = bm.complex_step(graph, inputs, xp, dtype, n=n)
-                seconds["complex_step"] += time.perf_counter() - t0
-
-            # the reference: sympy's formula where it is finite, forward/reverse consensus elsewhere
-            agree_fr = xp.abs(Jf - Jr) <= 1e-2 * default_tolerance("forward", dtype)[0] * \
-                xp.maximum(xp.maximum(xp.abs(Jf), xp.abs(Jr)), scale)
-            consensus = xp.where(agree_fr, (Jf + Jr) / 2, xp.nan)
-            if sym_graph is not None:
-                t0 = time.perf_counter()
-                # the reference in float64 whatever the batch dtype (then rounded once): a float32
-                # evaluation of sympy's formula can be further off than the methods it judges
-                wide = {k: xp.asarray(v, dtype=xp.float64) for k, v in inputs.items()}
-                ref64 = bm.outputs(sym_graph, wide, xp, np.float64, n)
-                # sympy's formula carries its own rounding in float64: 1 - tanh(x)**2 is 0 from |x| = 19
-                # on, and 1/sqrt(1 - x**2) near 1 keeps 9 digits. One more ulp per operation measures it,
-                # and the first-order bound over its intermediates (and their underflow) bounds it where
-                # the random signs happen to cancel
-                probe = monte_carlo_spread(
-                    lambda signs: bm.outputs(sym_graph, wide, xp, np.float64, n, jiggle=lambda i: signs[i, 0]),
-                    ref64, len(sym_graph.nodes), trials=1, seed=1, xp=xp)
-                bound = (float(np.finfo(np.float64).eps) * rounding_scale(sym_graph, wide, xp, n)).reshape(m, nv, n)
-                ref_spread = xp.fmax(probe.reshape(m, nv, n), bound).astype(dtype)
-                ref = ref64.astype(dtype).reshape(m, nv, n)
-                seconds["symbolic"] += time.perf_counter() - t0
-                # where the formula is lost to its rounding, or gives 0 because a term of it overflowed
-                # or underflowed (x/sqrt(x**2 + y**2) at 1e200) while forward and reverse agree on a number
-                # clearly away from 0, those two are the reference
-                # (and where a term of the formula overflowed on the way to a finite result, so that no
-                # bound exists: 2/(t*exp(250 + 2/t)) at t = 0.00435 is 1.3e-301, not the 0 float64 gives)
-                shaky = vt.ill_conditioned(xp, ref, scale, ref_spread) | (xp.isfinite(ref) & ~xp.isfinite(bound))
-                lost = (ref == 0) & (xp.abs(consensus) > 1e3 * (spread + float(np.finfo(dtype).eps) * scale))
-                fill = (~xp.isfinite(ref) | shaky | lost) & ~bad_deriv & xp.isfinite(consensus)
-                spread = xp.where(fill, spread, xp.fmax(spread, xp.nan_to_num(ref_spread)))
-                fallback_points += int(fill.reshape(m * nv, n).any(axis=0).sum()) if m * nv else 0
-                ref = xp.where(fill, consensus, ref)
-            else:
-                ref = xp.where(xp.isfinite(consensus), consensus, results["richardson"][0])
-            ill = vt.ill_conditioned(xp, ref, scale, spread)
-            ill_points = (ill & ~bad_deriv).reshape(m * nv, n).any(axis=0) if m * nv else xp.zeros(n, dtype=bool)
-            count = int(ill_points.sum())
-            if count:
-                key = ("undefined", np.dtype(dtype).name, f"the derivative cannot be computed in {np.dtype(dtype).name} "
-                       "(one more ulp of rounding per operation moves it by more than 1e-3 of itself: "
-                       "ill-conditioned)")
-                c, example = reasons.get(key, (0, None))
-                if example is None:
-                    first = int(_host(xp.argmax(ill_points)))
-                    example = {v: float(dtype(host_pts[v][first])) for v in graph.variables}
-                reasons[key] = (c + count, example)
-            undefined = bad_deriv | ~xp.isfinite(ref) | ill
-            if m * nv:
-                undefined_points += int(undefined.reshape(m * nv, n).any(axis=0).sum())
-            xs = xp.stack([xp.maximum(xp.abs(inputs[v]), 1) for v in graph.variables]) if nv \
-                else xp.ones((0, n), dtype=dtype)
-            floor = vt.floor(batch_floor_share(dtype), xp.nan_to_num(values), xs)
-
-            for name in judged:
-                J, est = results[name]
-                status, prel, pbad, went, abs_err, tol = _judge(
-                    xp, name, J, est, ref, undefined, scale, spread, floor, dtype, rtol, atol)
-                status_h, prel_h, pbad_h = _host(status), _host(prel), _host(pbad)
-                compared = status_h <= 1
-                top = _top(pbad_h, compared, worst) if nv else np.zeros(0, dtype=np.int64)
-                went_h = _host(went[top]) if top.size else np.zeros(0, dtype=np.int64)
-                records = []
-                for idx, e in zip(top.tolist(), went_h.tolist()):
-                    j, k = divmod(int(e), nv) if nv else (0, 0)
-                    rec = {"method": name, "index": start + idx,
-                           "point": {v: float(dtype(host_pts[v][idx])) for v in graph.variables},
-                           "entry": _entry_name(graph, j, k) if nv else "",
-                           "got": float(_host(J[j, k, idx])), "ref": float(_host(ref[j, k, idx])),
-                           "abs_error": float(_host(abs_err[j, k, idx])), "rel_error": float(prel_h[idx]),
-                           "tolerance": float(_host(tol[j, k, idx])),
-                           "status": "mismatch" if status_h[idx] == 1 else "ok"}
-                    records.append((float(pbad_h[idx]), start + idx, rec))
-                stats[name].add(status_h, prel_h[compared], pbad_h[compared], records)
-
+    if dask is not None:
+        chunks = distributed.partials(dask, plan, source, chunk, chunk_partial)
+    else:
+        chunks = local_partials(plan, source, chunk)
+    try:
+        for p in chunks:
+            merged.add(p)
             if out is not None:
-                vals_out = xp.where(bad_value, xp.nan, values)
-                jac_out = xp.where(undefined, xp.nan, Jr)
-                out.write(host_pts, _host(vals_out), _host(jac_out))
-        if progress is not None:
-            progress(stop, N)
+                out.write(*p.out)
+            if progress is not None:
+                progress(p.stop, N)
+    finally:
+        chunks.close()  # cancels what is still in flight on a cluster
 
-    # an empty expression-free batch still has its zero entries: nothing to do above
     total_seconds = time.perf_counter() - t_start
     report_methods: dict = {}
     for name in selected:
         if name == "symbolic":
             sm = BatchMethod("symbolic", "ok" if sym_graph is not None else "unavailable",
-                             "" if sym_graph is not None else sym_msg, seconds=seconds["symbolic"], reference=True)
-            sm.undefined = undefined_points
+                             "" if sym_graph is not None else sym_msg, seconds=merged.seconds["symbolic"],
+                             reference=True)
+            sm.undefined = merged.undefined
             report_methods[name] = sm
-        elif name in stats:
-            bmeth = stats[name].finish()
-            bmeth.seconds = seconds[name]
+        elif name in merged.stats:
+            bmeth = merged.stats[name].finish()
+            bmeth.seconds = merged.seconds[name]
             report_methods[name] = bmeth
         else:
             report_methods[name] = BatchMethod(name, "unavailable",
                                                f"complex step cannot pass through {', '.join(blockers)} "
                                                "(not holomorphic)")
-    all_worst = sorted((w for s in stats.values() for w in s.worst), key=lambda t: (-t[0], t[1]))[:worst]
-    diagnostics = [{"kind": kind, "op": op, "message": text, "count": count, "example": example}
-                   for (kind, op, text), (count, example) in sorted(reasons.items(), key=lambda kv: -kv[1][0])]
-    if fallback_points:
-        notes.append(f"at {fallback_points} point(s) sympy's formula, evaluated in float64, was not finite or "
+    if merged.fallback:
+        notes.append(f"at {merged.fallback} point(s) sympy's formula, evaluated in float64, was not finite or "
                      "was lost to its own rounding, overflow or underflow where the gradient is defined: "
                      "forward/reverse consensus was the reference there")
 
     report = BatchReport(expression, list(graph.variables), N, device, np.dtype(dtype).name, chunk, reference,
-                         report_methods, "agree", undefined=undefined_points, diagnostics=diagnostics,
-                         worst=[rec for _, _, rec in all_worst], seconds=total_seconds,
+                         report_methods, "agree", undefined=merged.undefined, diagnostics=merged.diagnostics(),
+                         worst=[rec for _, _, rec in merged.worst_overall()], seconds=total_seconds,
                          median="exact" if exact else "histogram", source=dict(source_info or {}),
                          symbolic=sym.text if sym.status == "ok" else None, notes=notes,
                          warnings=list(warnings), out=getattr(out, "path", None),
-                         reference_fallback=fallback_points)
+                         reference_fallback=merged.fallback)
     batch_verdict(report)
     return report
 

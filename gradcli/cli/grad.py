@@ -37,9 +37,14 @@ from gradcli.cli.formats import check_format, format_option
               help="Batch mode: points per chunk; memory grows with it (default 65536).")
 @click.option("--out", "out", default=None, metavar="FILE",
               help="Batch mode: write points, values and gradients to a .npz or .csv file (atomically).")
+@click.option("--dask", "dask", default=None, metavar="ADDRESS",
+              help="Batch mode: run the chunks on a Dask cluster, e.g. tcp://host:8786 (pip install 'gradcli[dask]').")
 def grad(expr, at, methods, rtol, atol, timeout, direction, full, as_json, fmt, batch_n, domains, points_file, seed,
-         device, engine, dtype, chunk, out):
-    """The gradient of EXPR at a point, by forward and reverse mode, finite differences and sympy.
+         device, engine, dtype, chunk, out, dask):
+    """The gradient of EXPR at a point by every method, side by side.
+
+    Forward and reverse mode, finite differences (central, Richardson, complex step) and sympy, each
+    measured against the reference.
 
     \b
     Examples:
@@ -67,10 +72,11 @@ def grad(expr, at, methods, rtol, atol, timeout, direction, full, as_json, fmt, 
         from gradcli.cli.grad_batch import run_batch_command
 
         run_batch_command(expr, at, methods, rtol, atol, timeout, as_json, batch_n, domains, points_file, seed,
-                          device, engine, dtype, chunk, out)
+                          device, engine, dtype, chunk, out, dask)
         return
     batch_only = [name for name, v in (("--domain", domains), ("--seed", seed), ("--device", device),
-                                       ("--engine", engine), ("--dtype", dtype), ("--chunk", chunk), ("--out", out))
+                                       ("--engine", engine), ("--dtype", dtype), ("--chunk", chunk), ("--out", out),
+                                       ("--dask", dask))
                   if v is not None and v != ()]  # given at all, even as "" or 0
     if batch_only:
         fail(BadInput(f"{batch_only[0]} only applies in batch mode: add --batch N or --points FILE"), as_json)

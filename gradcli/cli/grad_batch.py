@@ -17,7 +17,7 @@ from gradcli.cli.common import console, fail, progress_console
 
 
 def run_batch_command(expr, at, methods, rtol, atol, timeout, as_json, batch_n, domains, points_file, seed, device,
-                      engine, dtype, chunk, out):
+                      engine, dtype, chunk, out, dask=None):
     """``--batch N`` / ``--points FILE``: every method over many points, statistics and worst points."""
     chunk = batch.DEFAULT_CHUNK if chunk is None else chunk
     try:
@@ -44,7 +44,7 @@ def run_batch_command(expr, at, methods, rtol, atol, timeout, as_json, batch_n, 
         with _progress(show, source.n) as progress:
             report = batch.run_prepared(graph, source, info, warnings, expr=expr, methods=selected, rtol=rtol,
                                         atol=atol, dtype=dt, device=dev, chunk=chunk, out=out, timeout=timeout,
-                                        progress=progress, engine=engine)
+                                        progress=progress, engine=engine, dask=dask)
     except BadInput as exc:
         fail(exc, as_json)
     if as_json:
@@ -59,7 +59,8 @@ PROGRESS_POINTS = 1_000_000
 
 
 class _progress:
-    """A rich progress bar on stderr, or nothing; yields the callback ``progress(done, total)``."""
+    """A rich progress bar on stderr, or nothing; yields the callback ``progress(done, total)``. It shows
+    the points done, the rate (points/s) and the time left."""
 
     def __init__(self, show: bool, total: int):
         self.show, self.total = show, total
@@ -68,10 +69,16 @@ class _progress:
     def __enter__(self):
         if not self.show:
             return None
-        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+        from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeRemainingColumn
+        from rich.text import Text
 
-        self.bar = Progress(TextColumn("checking"), BarColumn(), TextColumn("{task.completed}/{task.total} points"),
-                            TimeRemainingColumn(), console=progress_console(), transient=True)
+        class Rate(ProgressColumn):
+            def render(self, task):
+                return Text(rate_text(task.finished_speed or task.speed))
+
+        self.bar = Progress(TextColumn("checking"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,} points"),
+                            Rate(), TextColumn("ETA"), TimeRemainingColumn(), console=progress_console(),
+                            transient=True)
         self.bar.start()
         task = self.bar.add_task("batch", total=self.total)
         return lambda done, total: self.bar.update(task, completed=done)
@@ -80,3 +87,8 @@ class _progress:
         if self.bar is not None:
             self.bar.stop()
         return False
+
+
+def rate_text(speed) -> str:
+    """The progress bar's rate: ``1,234,567 points/s``; blank until there is one."""
+    return f"{speed:,.0f} points/s" if speed else ""

@@ -1,0 +1,187 @@
+"""A batch's chunks as tasks on a Dask cluster (``--dask ADDRESS``; the ``dask`` extra).
+
+The client ships the batch's :class:`~gradcli.batch.compare.Plan` and, for sampled points, the
+:class:`~gradcli.batch.points.Sampler` once to every worker; each task draws (or is given) its chunk's
+points, compiles the programs on first use in its worker, and returns the chunk's
+:class:`~gradcli.batch.merge.Partial`. The client takes the partials in chunk order, with a bounded
+number of tasks in flight, so that its memory does not grow with the batch. Workers need gradcli (the
+same version) and nothing else.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+from collections import deque
+from concurrent.futures import CancelledError
+
+from gradcli import __version__
+from gradcli.core.errors import BadInput
+from gradcli.engines.backend import numba_installed
+from gradcli.batch.points import Sampler
+
+#: Seconds to reach the scheduler, and to wait for its first worker.
+CONNECT_TIMEOUT = 5
+#: Tasks in flight per worker thread: one running, one queued behind it.
+IN_FLIGHT_PER_THREAD = 2
+INSTALL = "pip install 'gradcli[dask]'"
+
+
+def _distributed():
+    try:
+        import distributed
+    except ImportError:
+        raise BadInput(f"--dask needs Dask's distributed scheduler, which is not installed: {INSTALL}") from None
+    return distributed
+
+
+def connect(dask):
+    """``dask`` (a scheduler's address, or a ``distributed.Client``) -> (client, whether it is ours to close).
+    Raises BadInput when Dask is missing or the scheduler cannot be reached within :data:`CONNECT_TIMEOUT`."""
+    distributed = _distributed()
+    if isinstance(dask, distributed.Client):
+        return dask, False
+    if not isinstance(dask, str):
+        raise BadInput(f"dask must be a scheduler's address (tcp://host:8786) or a distributed.Client, "
+                       f"got {type(dask).__name__}")
+    address = dask.strip()
+    _check_address(address, distributed)
+    try:
+        client = distributed.Client(address, timeout=CONNECT_TIMEOUT, set_as_default=False)
+    except (OSError, TimeoutError) as exc:
+        raise BadInput(f"--dask {address}: no Dask scheduler answered there ({_one_line(exc)})") from None
+    return client, True
+
+
+def _check_address(address: str, distributed) -> None:
+    """Reject what Client would half-construct and then hang on closing (no port, an unknown scheme)."""
+    from distributed.comm import parse_address
+    from distributed.comm.addressing import parse_host_port
+    from distributed.comm.registry import backends
+
+    try:
+        scheme, location = parse_address(address)
+        if scheme not in backends:
+            raise ValueError(f"unknown protocol {scheme!r}; use tcp://host:port")
+        if scheme != "inproc":
+            parse_host_port(location)
+    except ValueError as exc:
+        raise BadInput(f"--dask {address or repr(address)}: not a scheduler address ({_one_line(exc)}); "
+                       "expected tcp://host:8786") from None
+
+
+def close(client) -> None:
+    try:
+        client.close(timeout=CONNECT_TIMEOUT)
+    except (OSError, TimeoutError):  # the scheduler is gone already
+        pass
+
+
+def _worker_facts():
+    return __version__, numba_installed()
+
+
+def _preflight(client, plan) -> int:
+    """Check that the cluster has workers that can run the plan -> its number of worker threads."""
+    try:
+        client.wait_for_workers(1, timeout=CONNECT_TIMEOUT)
+    except TimeoutError:
+        raise BadInput(f"--dask {client.scheduler.address}: the scheduler has no workers "
+                       f"(start some: dask worker {client.scheduler.address})") from None
+    try:
+        facts = client.run(_worker_facts)
+    except ImportError as exc:
+        raise BadInput(f"--dask: a worker cannot import gradcli ({_one_line(exc)}): install it on every "
+                       "worker") from None
+    for worker, (version, has_numba) in sorted(facts.items()):
+        if version != __version__:
+            raise BadInput(f"--dask: worker {worker} runs gradcli {version}, this client {__version__}: "
+                           "install the same version everywhere")
+        if plan.engine == "numba" and not has_numba:
+            raise BadInput(f"--dask: the batch runs the numba engine and worker {worker} has no numba: "
+                           "install gradcli[fast] there, or pass --engine numpy")
+    return max(sum(client.nthreads().values()), 1)
+
+
+#: glibc's mallopt parameters, and the values a chunk's arrays need
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+TRIM_THRESHOLD, MMAP_THRESHOLD = 256 << 20, 32 << 20
+_allocator_tuned = False
+
+
+def _tune_allocator() -> None:
+    """Undo, for this worker process, the static malloc thresholds Dask's nanny sets
+    (MALLOC_TRIM_THRESHOLD_=65536): with them every array of a chunk (512 KB at 65536 points) is a
+    fresh mmap, page-faulted in and unmapped again, and a chunk takes 3 to 10 times as long
+    (docs/batch.md). Glibc only; elsewhere, and where no threshold was set, nothing changes."""
+    global _allocator_tuned
+    if _allocator_tuned:
+        return
+    _allocator_tuned = True
+    if "MALLOC_TRIM_THRESHOLD_" not in os.environ and "MALLOC_MMAP_THRESHOLD_" not in os.environ:
+        return
+    try:
+        import ctypes
+
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+    mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+
+
+def run_chunk(work, plan, points, start: int, stop: int):
+    """A task: ``work(plan, points, start, stop)`` (compare.chunk_partial, passed in so that this module
+    does not import the comparison that calls it) on the chunk ``start:stop``; ``points`` is the Sampler
+    (drawn here) or the chunk's own points."""
+    _tune_allocator()
+    host_pts = points.chunk(start, stop) if isinstance(points, Sampler) else points
+    return work(plan, host_pts, start, stop)
+
+
+def partials(client, plan, source, chunk: int, work):
+    """The partials ``work`` gives for ``source``'s chunks in chunk order, computed on the cluster; at
+    most :data:`IN_FLIGHT_PER_THREAD` tasks per worker thread are in flight. Closing the generator (an
+    error, a stop signal) cancels the tasks still pending."""
+    window = IN_FLIGHT_PER_THREAD * _preflight(client, plan)
+    N = int(source.n)
+    ranges = ((a, min(N, a + chunk)) for a in range(0, N, chunk))
+    tag = uuid.uuid4().hex[:12]
+    shipped, pending = [], deque()
+    try:
+        plan_f = client.scatter(plan, broadcast=True, hash=False)
+        shipped.append(plan_f)
+        sampled = isinstance(source, Sampler)
+        if sampled:
+            source_f = client.scatter(source, broadcast=True, hash=False)
+            shipped.append(source_f)
+
+        def submit(a, b):
+            pts = source_f if sampled else source.chunk(a, b)
+            pending.append(client.submit(run_chunk, work, plan_f, pts, a, b, key=f"gradcli-chunk-{tag}-{a}",
+                                         pure=False))
+
+        for a, b in ranges:
+            submit(a, b)
+            if len(pending) >= window:
+                break
+        while pending:
+            try:
+                p = pending[0].result()
+            except (OSError, CancelledError) as exc:  # the scheduler went away, or cancelled the task
+                raise BadInput(f"--dask: lost the cluster during the run ({_one_line(exc)})") from None
+            pending.popleft()
+            nxt = next(ranges, None)
+            if nxt is not None:
+                submit(*nxt)
+            yield p
+    finally:
+        if pending or shipped:
+            try:
+                client.cancel([*pending, *shipped])
+            except (OSError, TimeoutError):
+                pass
+
+
+def _one_line(exc) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
