@@ -17,7 +17,7 @@ import numpy as np
 
 from gradcli.core.errors import BadInput
 from gradcli.checks.binding import bind, call_bound, signature_parameters
-from gradcli.checks.under_test import gradient_as_vjp
+from gradcli.checks.under_test import Finding, gradient_as_vjp
 from gradcli.checks.context import EPS, Verdict, coarsest
 
 KIND = "torch.autograd.Function or torch.nn.Module"
@@ -25,7 +25,7 @@ MISSING = "torch is not installed; this check needs it: pip install 'gradcli[tor
 AUTOCAST = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16"}
 
 
-class BackwardReturnedNone(Exception):
+class BackwardReturnedNone(Finding):
     """The backward gave no gradient for an input whose leaf it is connected to."""
 
 

@@ -24,8 +24,22 @@ def user_traceback(exc: BaseException) -> str:
             + "".join(tb.format_exception_only(type(exc), exc)))
 
 
+class Finding(Exception):
+    """Raised by a framework target's vjp to report what is wrong with the gradient under test in its
+    own words (a backward that returned None): the message is the verdict's, with no traceback."""
+
+
 def raised(status: str, what: str, exc: Exception) -> Verdict:
+    if isinstance(exc, Finding):
+        return Verdict(status, str(exc))
     return Verdict(status, f"{what} raised {type(exc).__name__}: {exc}", user_traceback(exc))
+
+
+def _vjp_name(ctx) -> str:
+    framework = ctx.spec.options.get("framework") if ctx.spec is not None else None
+    if framework in ("torch", "jax") and ctx.spec.vjp is None and ctx.spec.grad is None:
+        return {"torch": "torch's backward", "jax": "JAX's vjp"}[framework]
+    return "the vjp function"
 
 
 def user_gradient(ctx: CheckContext, what: str, grads=None):
@@ -52,7 +66,7 @@ def user_vjp_at(ctx: CheckContext, g: np.ndarray):
     try:
         res = ctx.vjp(g, **ctx.fresh_inputs())
     except Exception as exc:  # noqa: BLE001
-        return raised("fail", "the vjp function", exc)
+        return raised("fail", _vjp_name(ctx), exc)
     return normalize(ctx, res, "the vjp")
 
 
