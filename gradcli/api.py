@@ -1,14 +1,18 @@
 """The Python API behind ``gradcli.grad``: text and a point in, a GradReport out."""
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping
+
+import numpy as np
 
 from gradcli.verdict.point import PointOptions, compare_point
 from gradcli.core.errors import BadInput, brief, real_number
 from gradcli.core.graph import Graph
 from gradcli.core.parser import parse_expression, suggest_call, suspicious_variables
-from gradcli.verdict.report import HESSIAN_ORDER, GradReport, HessianReport
+from gradcli.render.json import finite_or_none
+from gradcli.verdict.report import HESSIAN_ORDER, GradReport, HessianReport, MethodResult
 
 
 def prepare(expr: str, point: dict) -> tuple[Graph, dict, list]:
@@ -49,8 +53,67 @@ def grad(expr: str, point: dict | None = None, *, methods=None, rtol=None, atol=
     opts = PointOptions.validate(methods, rtol, atol, timeout)
     graph, clean, warnings = prepare(expr, merge_point(point, values))
     v = None if direction is None else direction_vector(graph, direction)
-    return compare_point(graph, clean, expression=expr, methods=opts.methods, rtol=opts.rtol, atol=opts.atol,
-                         timeout=opts.timeout, warnings=warnings, direction=v)
+    return PythonGradReport.of(compare_point(graph, clean, expression=expr, methods=opts.methods, rtol=opts.rtol,
+                                             atol=opts.atol, timeout=opts.timeout, warnings=warnings, direction=v))
+
+
+class ByVariable(dict):
+    """One number per variable, as the JSON document has them (None where not finite); ``max()`` is the
+    largest of the finite ones (None if there is none), as an array's would be."""
+
+    def max(self):
+        finite = [v for v in self.values() if v is not None]
+        return max(finite) if finite else None
+
+
+class MethodView:
+    """One method's result as ``gradcli.grad`` returns it: ``gradient`` and ``rel_error`` by variable, as
+    in the JSON document (``r.methods["central"].rel_error["x"]``), or for a vector-valued expression as
+    its lists of rows (outputs × variables); None where the method has none. ``jacobian``,
+    ``abs_error``, ``error_estimate`` and ``tolerance`` are the matrices (outputs × variables), and
+    ``result`` is the :class:`~gradcli.verdict.report.MethodResult` the renderers read."""
+
+    def __init__(self, result: MethodResult, variables: list, vector: bool):
+        self.result, self._variables, self._vector = result, list(variables), vector
+
+    def __getattr__(self, name):  # name, status, message, seconds, the matrices, max_rel_error
+        if name.startswith("__") or name in ("result", "_variables", "_vector"):
+            raise AttributeError(name)
+        return getattr(self.result, name)
+
+    def _as_json(self, matrix):
+        if matrix is None:
+            return None
+        rows = [[finite_or_none(v) for v in row] for row in np.asarray(matrix, dtype=float)]
+        return rows if self._vector else ByVariable(zip(self._variables, rows[0]))
+
+    @property
+    def gradient(self):
+        return self._as_json(self.result.jacobian)
+
+    @property
+    def rel_error(self):
+        return self._as_json(self.result.rel_error)
+
+    def __repr__(self):
+        return (f"MethodView(name={self.result.name!r}, status={self.result.status!r}, gradient={self.gradient!r}, "
+                f"rel_error={self.rel_error!r})")
+
+
+@dataclasses.dataclass
+class PythonGradReport(GradReport):
+    """The GradReport of ``gradcli.grad``: ``methods`` maps each name to a :class:`MethodView`;
+    ``to_dict()`` is still exactly the ``--json`` document."""
+
+    @classmethod
+    def of(cls, report: GradReport) -> "PythonGradReport":
+        fields = {f.name: getattr(report, f.name) for f in dataclasses.fields(report)}
+        fields["methods"] = {name: MethodView(m, report.variables, report.vector) for name, m in report.methods.items()}
+        return cls(**fields)
+
+    def to_dict(self) -> dict:
+        raw = dataclasses.replace(self, methods={name: m.result for name, m in self.methods.items()})
+        return GradReport.to_dict(raw)
 
 
 def hessian(expr: str, point: dict | None = None, *, methods=None, rtol=None, atol=None, timeout=5.0,

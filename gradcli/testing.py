@@ -29,15 +29,26 @@ def assert_gradients(fn, grad=None, vjp=None, hvp=None, **inputs_and_options):
     """Check ``fn``'s gradient (``grad``), vector-Jacobian product (``vjp``), or, with neither, gradcli's
     AD of ``fn`` against finite differences; with ``order=2`` (implied by ``hvp``) the gradient's own
     derivative and the Hessian-vector product ``hvp`` too. Raise AssertionError unless the check passes."""
+    # pytest leaves this frame out of the failure it shows: the test's own line is what fails
+    __tracebackhide__ = True
+    caller = sys._getframe(1)
+    try:
+        result = _run(fn, grad, vjp, hvp, inputs_and_options, caller.f_code.co_filename, caller.f_lineno)
+        failure = None if result.status == "pass" else AssertionError(format_failure(result))
+    except BadInput as exc:
+        # raised afresh from here, outside the handler: no chain, and none of gradcli's frames beneath
+        failure = exc.with_traceback(None)
+    if failure is not None:
+        raise failure
+    return result
+
+
+def _run(fn, grad, vjp, hvp, inputs_and_options: dict, file: str, line: int):
     if fn is None:  # gradcli.check(None) is its decorator form: here there would be nothing to check
         raise BadInput("assert_gradients needs the function (or expression string) to check, got None")
     spec = build_spec(fn, grad=grad, vjp=vjp, hvp=hvp, **inputs_and_options)
-    caller = sys._getframe(1)
-    spec.file, spec.line = caller.f_code.co_filename, caller.f_lineno
-    result = run_check(spec, {})
-    if result.status != "pass":
-        raise AssertionError(format_failure(result))
-    return result
+    spec.file, spec.line = file, line
+    return run_check(spec, {})
 
 
 def format_failure(result) -> str:

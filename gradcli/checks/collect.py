@@ -25,10 +25,18 @@ SKIP_DIRS = {"__pycache__", "site-packages", "node_modules"}
 SKIP_FILES = {"setup.py", "conftest.py", "__init__.py"}
 
 
+def is_test_file(name: str) -> bool:
+    """Whether pytest would collect the file as tests (or load it as a conftest): ``test_*.py``,
+    ``*_test.py``, ``conftest.py``. A folder's walk leaves them alone (importing a project's tests
+    runs its fixtures' imports); named on the command line, they are model files like any other."""
+    return name == "conftest.py" or (name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py")))
+
+
 def find_files(paths) -> tuple[list, list]:
     """``paths`` (files or folders) -> (model files, errors). Folders are searched recursively, sorted;
     a file found in a folder is a model file only if its text mentions gradcli (a helper module or a
-    script beside the models is not imported, let alone reported as registering nothing)."""
+    script beside the models is not imported, let alone reported as registering nothing) and pytest
+    would not collect it as tests (:func:`is_test_file`); a file named in ``paths`` is always taken."""
     files, errors, seen = [], [], set()
 
     def add(path):
@@ -40,9 +48,13 @@ def find_files(paths) -> tuple[list, list]:
     for path in paths:
         path = os.fspath(path)
         if os.path.isdir(path):
-            found = [f for f in _walk(path) if _mentions_gradcli(f)]
+            walked = [f for f in _walk(path) if _mentions_gradcli(f)]
+            found = [f for f in walked if not is_test_file(os.path.basename(f))]
             if not found:
-                errors.append(file_error(path, "no model files (.py files that use gradcli) in this folder"))
+                tests = len(walked) - len(found)
+                skipped = (f"; {tests} test file{'s' if tests != 1 else ''} (test_*.py, *_test.py, conftest.py) "
+                           "left alone: name one on the command line to check it") if tests else ""
+                errors.append(file_error(path, "no model files (.py files that use gradcli) in this folder" + skipped))
             for f in found:
                 add(f)
         elif os.path.isfile(path):

@@ -15,7 +15,7 @@ from gradcli.checks.context import (
     CONSTANT_NOTE, NUMERIC_CAP, SAMPLE, UNSEEN_NOTE, CheckContext, Outcome, Verdict, at_text, badness, combine,
     mismatch, summarize)
 from gradcli.checks.findings import (
-    count_text, float64_hint, precision_by_input, underflow_text, worst, worst_entries)
+    count_text, float64_hint, largest_elsewhere, precision_by_input, underflow_text, worst, worst_entries)
 from gradcli.checks.under_test import user_gradient, user_vjp_at
 
 #: An input's typical gradient magnitude is at least this share of the whole gradient's.
@@ -309,10 +309,17 @@ def verdict_of_elements(ctx, got, ref, err, kink, cols, refdesc: str, identity=N
         where = at_text(w.input, w.index) + (f" (output {list(w.output_index)})" if w.output_index else "")
         if cotangent_rows and not ctx.scalar:
             where += f" (random cotangent {picks[0][0]})"
+
+        def row_text(j):  # the row an entry is in: an output, or a random cotangent
+            if ctx.scalar:
+                return ""
+            return f" (random cotangent {j})" if cotangent_rows else f" (output {list(ctx.out_index(j))})"
         return Outcome(
             verdict=Verdict("fail", f"{under} disagrees with {refdesc} at {where}: expected {w.expected:.8g}, got "
                                     f"{w.got:.8g} (rel error {w.rel_error:.2g}); {counted}"
-                                    + underflow_text(ctx, w.expected, underflow)),
+                                    + underflow_text(ctx, w.expected, underflow)
+                                    + largest_elsewhere(ctx, rel, ok & (np.isfinite(rel) | bad), bad, cols,
+                                                        w.rel_error, row_text)),
             methods=((name, summarize(name, "mismatch", diff[ok], rel[ok])),), mismatches=tuple(found), errors=errors,
             precision=precision)
     elements = Outcome(methods=((name, summarize(name, "ok", diff[ok], rel[ok])),), errors=errors,
@@ -344,7 +351,8 @@ def verdict_of_elements(ctx, got, ref, err, kink, cols, refdesc: str, identity=N
                    "input sits on the edge of the domain)")
         return combine(elements, Outcome(verdict=Verdict("undefined", message)))
     entries = int(live.any(axis=0).sum()) if cotangent_rows else int(live.sum())
-    message = (f"{under} agrees with {refdesc} ({entries} entries, max rel error "
+    unit = "input elements" if cotangent_rows or live.shape[0] == 1 else "Jacobian entries"
+    message = (f"{under} agrees with {refdesc} ({entries} {unit}, max rel error "
                f"{max_rel if max_rel is not None else 0:.2g})")
     return combine(elements, Outcome(verdict=Verdict("pass", message)))
 

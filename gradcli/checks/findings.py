@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcli.checks.context import EPS, TINY, MAX_MISMATCHES, badness
+from gradcli.checks.context import EPS, TINY, MAX_MISMATCHES, at_text, badness
 
 #: f's measured noise above this many ulp of |f| says it computes in less than float64 inside.
 NOISY_ULPS = 1e3
@@ -31,15 +31,35 @@ def worst_entries(score: np.ndarray, which: np.ndarray, limit: int = MAX_MISMATC
     return np.array(picked, dtype=np.int64)
 
 
-def count_text(ctx, bad: np.ndarray, live: np.ndarray, which: np.ndarray) -> str:
-    """``7 of 120 entries wrong (X: 7 of 8, W: 2 of 64)``; ``which`` is each column's wrt position (the
-    breakdown by input only where there is more than one input)."""
-    text = f"{int(bad.sum())} of {int(live.sum())} entries wrong"
+def count_text(ctx, bad: np.ndarray, live: np.ndarray, which: np.ndarray, what: str | None = None) -> str:
+    """``7 of 120 entries wrong (input elements; X: 7 of 8, W: 2 of 64)``: what an entry is (``what``; by
+    default an input element for one row, a Jacobian entry for several), then the breakdown by input
+    where there is more than one; ``which`` is each column's wrt position."""
+    if what is None:
+        what = "input elements" if bad.shape[0] == 1 else "Jacobian entries: output element × input element"
+    text = f"{int(bad.sum())} of {int(live.sum())} entries wrong ({what}"
     if len(ctx.wrt) > 1:
         parts = [f"{name}: {int(bad[:, which == k].sum())} of {int(live[:, which == k].sum())}"
                  for k, name in enumerate(ctx.wrt) if bad[:, which == k].any()]
-        text += f" ({', '.join(parts)})"
-    return text
+        text += f"; {', '.join(parts)}"
+    return text + ")"
+
+
+def largest_elsewhere(ctx, rel: np.ndarray, shown: np.ndarray, bad: np.ndarray, cols, named: float,
+                      row_text=lambda j: "") -> str:
+    """Where the largest relative error (the report's max rel err) is another entry than the one the
+    message names (the one furthest past its tolerance, with ``named`` its relative error): the clause
+    that says where it is and why it is not named; else "". ``shown``: the entries the maximum is over."""
+    if not shown.any():
+        return ""
+    masked = np.where(shown, rel, -np.inf)
+    j, k = (int(i) for i in np.unravel_index(int(np.argmax(masked)), rel.shape))
+    top = float(masked[j, k])
+    if not top > named or f"{top:.1e}" == f"{named:.1e}":  # the same number as the report prints it
+        return ""
+    name, index = ctx.unflat_index(int(cols[k]))
+    why = "also wrong, but less far past its tolerance" if bad[j, k] else "within its tolerance"
+    return f"; the largest relative error, {top:.2g} at {at_text(name, index)}{row_text(j)}, is {why}"
 
 
 def float64_hint(ctx, sigma=0.0) -> str:

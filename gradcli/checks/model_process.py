@@ -122,9 +122,15 @@ def _after_fork() -> None:
 
 def _fork_unsafe() -> bool:
     """Whether a forked copy of this process could not run the model: JAX's runtime, once this process
-    has started it, hangs or aborts in a fork (its threads and locks are not copied). Then the model
-    process is a fresh interpreter instead."""
-    return "jaxlib" in sys.modules
+    has started it (imported is not enough), hangs or aborts in a fork (its threads and locks are not
+    copied). Then the model process is a fresh interpreter instead."""
+    if "jaxlib" not in sys.modules:
+        return False
+    try:
+        from jax._src import xla_bridge  # where JAX keeps its started backends
+    except ImportError:
+        return True
+    return bool(getattr(xla_bridge, "_backends", True))
 
 
 def _spawn(job: Job, channel_w: int, output_w: int, faults_fd: int, parent: int) -> int:

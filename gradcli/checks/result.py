@@ -25,6 +25,7 @@ class Mismatch:
     abs_error: float
     rel_error: float
     output_index: tuple | None = None  # for full-Jacobian (vjp) checks: the output element
+    direction: int | None = None  # order 2: the random direction the element was compared along
 
     def to_dict(self) -> dict:
         return mismatch_document(self)

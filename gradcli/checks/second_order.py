@@ -30,13 +30,15 @@ which would be 0 and leave correct code undecidable.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from gradcli import trace as tracing
 from gradcli.checks import numeric as num
 from gradcli.checks import taylor
 from gradcli.checks.compare import judge, typical_by_input
-from gradcli.checks.findings import count_text, worst_entries
+from gradcli.checks.findings import count_text, largest_elsewhere, worst_entries
 from gradcli.checks.context import (
     DIRECTIONS, CheckContext, Outcome, Verdict, at_text, badness, mismatch, summarize)
 from gradcli.core.constants import CHECK_ESTIMATE_SAFETY
@@ -114,7 +116,8 @@ def _disagreement(ctx, what, ref_text, got, ref, err, zero_scale, k_label="rando
         return None, bool(und.any())
     score = badness(diff, tol, bad)
     picks = [np.unravel_index(i, bad.shape) for i in worst_entries(score, ctx.input_of(np.arange(ctx.n))[None])]
-    found = [mismatch(ctx, int(k), ref[j, k], got[j, k]) for j, k in picks]
+    # each row is an element along one of the directions: the direction goes with it
+    found = [dataclasses.replace(mismatch(ctx, int(k), ref[j, k], got[j, k]), direction=int(j)) for j, k in picks]
     m = found[0]
     j = int(picks[0][0])
     with np.errstate(all="ignore"):
@@ -122,9 +125,12 @@ def _disagreement(ctx, what, ref_text, got, ref, err, zero_scale, k_label="rando
     max_abs = float(np.max(diff[live])) if live.any() else None
     fin = rel[live][np.isfinite(rel[live])]
     max_rel = float(fin.max()) if fin.size else None
+    which = ctx.input_of(np.arange(ctx.n))
+    counted = count_text(ctx, bad, live, which, what=f"{bad.shape[0]} {k_label}s × {bad.shape[1]} input elements")
     message = (f"second order: {what} disagrees with {ref_text} at {at_text(m.input, m.index)} ({k_label} {j}): "
-               f"expected {m.expected:.8g}, got {m.got:.8g} (rel error {m.rel_error:.2g}); "
-               f"{count_text(ctx, bad, live, ctx.input_of(np.arange(ctx.n)))}")
+               f"expected {m.expected:.8g}, got {m.got:.8g} (rel error {m.rel_error:.2g}); {counted}"
+               + largest_elsewhere(ctx, rel, live & np.isfinite(rel), bad, np.arange(ctx.n), m.rel_error,
+                                   lambda row: f" ({k_label} {row})"))
     return Outcome(verdict=Verdict("fail", message), mismatches=tuple(found), errors=(max_abs, max_rel)), False
 
 

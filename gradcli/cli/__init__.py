@@ -13,6 +13,7 @@ import ast
 import importlib
 import importlib.util
 import re
+import shlex
 import sys
 
 import click
@@ -59,6 +60,46 @@ def command_docstring(name: str) -> str:
 _TOP_LEVEL = re.compile(r"^\S", re.MULTILINE)
 
 
+def summary(help_text: str, limit: int) -> str:
+    """A command's line in the command list: the first sentence of its help, or, where that is longer
+    than ``limit``, its longest opening phrase (up to a comma, colon or semicolon) that fits, so that a
+    narrow terminal cuts between phrases rather than in the middle of one."""
+    sentence = click.Command("", help=help_text).get_short_help_str(1 << 30)
+    if len(sentence) <= limit:
+        return sentence
+    cuts = [m.start() for m in re.finditer(r"[,:;] ", sentence) if m.start() + 3 <= limit]
+    if cuts:
+        return sentence[:cuts[-1]] + "..."
+    return click.Command("", help=help_text).get_short_help_str(limit)
+
+
+#: what an option name cannot hold but an expression may (``-x**2``, ``--x*y``, ``-(x+1)``)
+_EXPRESSION_CHARS = re.compile(r"[^\w=-]")
+
+
+def expression_hint(exc: click.UsageError, args: list) -> str:
+    """For a command whose argument is an expression: when its error (an unknown option, a missing
+    EXPR) comes from an expression that starts with '-' and was read as an option, the sentence that
+    says to put the expression after ``--``; else ""."""
+    command = exc.ctx.command if exc.ctx is not None else None
+    if command is None or not any(isinstance(p, click.Argument) and p.name == "expr" for p in command.params):
+        return ""
+    if isinstance(exc, click.NoSuchOption):
+        token = next((a for a in args if a == exc.option_name or a.startswith(exc.option_name)), exc.option_name)
+        # `--bogus` is a mistyped option; `--x**2` or a lone `-x` can only be an expression
+        if token.startswith("--") and not _EXPRESSION_CHARS.search(token.lstrip("-")):
+            return ""
+    elif isinstance(exc, click.MissingParameter) and exc.param is not None and exc.param.name == "expr":
+        # `-m*x`: the option -m with the value *x, and no expression left
+        token = next((a for a in args if a.startswith("-") and not a.startswith("--") and len(a) > 2), None)
+        if token is None:
+            return ""
+    else:
+        return ""
+    return (f"If {token} is the expression, put it after --: {exc.ctx.command_path} -- {shlex.quote(token)} "
+            "(options may come before or after it).")
+
+
 def _stopped():
     """Leave after a stop signal: temporary files removed, one line, exit 128 + the signal."""
     with stops_deferred():  # a second signal must not cut this short
@@ -89,11 +130,27 @@ class LazyGroup(click.Group):
         except KeyboardInterrupt:
             _stopped()
 
+    def parse_args(self, ctx, args):
+        if not args and not ctx.resilient_parsing:  # bare `gradcli`: the help, as a success (click says 2)
+            click.echo(ctx.get_help(), color=ctx.color)
+            ctx.exit(0)
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx):
+        # the command and its arguments, before the command parses them (click >= 8.2 keeps the first
+        # ones as _protected_args, earlier versions as protected_args)
+        protected = getattr(ctx, "_protected_args", None)
+        args = [*(ctx.protected_args if protected is None else protected), *ctx.args]
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
             _stopped()
+        except click.UsageError as exc:
+            hint = expression_hint(exc, args[1:])
+            if hint:
+                # MissingParameter puts its message after its own text, on the same line
+                exc.message = (exc.message + "\n" if exc.message else "") + hint
+            raise
 
     def list_commands(self, ctx):
         return sorted(COMMANDS)
@@ -105,8 +162,7 @@ class LazyGroup(click.Group):
         # click would load every command for its short help; the table has it
         names = self.list_commands(ctx)
         limit = formatter.width - 6 - max(len(name) for name in names)
-        rows = [(name, click.Command(name, help=command_docstring(name)).get_short_help_str(limit))
-                for name in names]
+        rows = [(name, summary(command_docstring(name), limit)) for name in names]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 

@@ -10,7 +10,7 @@ import time
 import click
 
 from gradcli.checks import config, isolated, session
-from gradcli.core.signals import stop_exit_status, stops_deferred, watching_signals
+from gradcli.core.signals import stop_exit_status, stop_message, stops_deferred, watching_signals
 from gradcli.checks.worker import TIME_LIMIT_S
 from gradcli.core import options as option_values
 from gradcli.core.errors import BadInput
@@ -47,7 +47,9 @@ PROGRESS_AFTER_S = 1.0
               help=f"Seconds one check (or one model file's import) may run before it is stopped and reported "
                    f"as an error (default {TIME_LIMIT_S:g}; also timeout in [tool.gradcli]).")
 def check(paths, pattern, as_json, junit, mode, seed, rtol, atol, taylor, autocast, timeout):
-    """Run the gradient checks registered with @gradcli.check in model files or folders of them.
+    """Run the checks that model files register with @gradcli.check.
+
+    Each PATH is a model file or a folder of them.
 
     \b
     Examples:
@@ -117,10 +119,14 @@ def _finish(report, started, pattern, as_json, junit, junit_path, taylor) -> Non
         if unwritten is not None:
             click.echo(f"error: {unwritten}", err=True)
             code = exit_code("bad_input")
+        if stop_exit_status() and not report.interrupted:
+            # the signal came while the report was written (deferred, so it is whole): every check ran,
+            # but the caller asked this run to stop, and the exit status must say so
+            click.echo(stop_message(), err=True)
     except OSError:  # a SIGHUP's terminal is gone: the exit status still tells
-        if not report.interrupted:
+        if not (report.interrupted or stop_exit_status()):
             raise
-    sys.exit(code)
+    sys.exit(stop_exit_status() or code)
 
 
 def _check_options(paths, pattern, seed, rtol, atol, mode, timeout) -> dict:

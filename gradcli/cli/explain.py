@@ -32,10 +32,12 @@ from gradcli.verdict.point import PointOptions
               help="Seconds sympy may take before the symbolic derivative is reported unavailable.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout and nothing else.")
 def explain(expr, at, tangent, show_all, timeout, as_json):
-    """Explain how each method differentiates EXPR at a point: the graph as a tree (shared nodes
-    marked), the forward trace as a Wengert list with its tangents, the reverse sweep (adjoints, local
-    partials and their products, summed where a node is used several times), sympy's derivative, and
-    how central differences and Richardson extrapolation made their estimates.
+    """Explain how each method differentiates EXPR at a point.
+
+    Shown: the graph as a tree (shared nodes marked), the forward trace as a Wengert list with its
+    tangents, the reverse sweep (adjoints, local partials and their products, summed where a node is
+    used several times), sympy's derivative, and how central differences and Richardson extrapolation
+    made their estimates.
 
     \b
     Examples:

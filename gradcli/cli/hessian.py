@@ -25,9 +25,11 @@ from gradcli.cli.formats import check_format, format_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout and nothing else.")
 @format_option
 def hessian(expr, at, methods, rtol, atol, timeout, direction, full, as_json, fmt):
-    """The Hessian of the scalar expression EXPR at a point: forward-over-reverse, reverse-over-forward,
-    central differences of the reverse gradient, and sympy as the reference; symmetry, eigenvalues and
-    the definiteness of the point (minimum, maximum, saddle, degenerate).
+    """The Hessian of the scalar expression EXPR at a point.
+
+    Forward-over-reverse, reverse-over-forward, central differences of the reverse gradient, and sympy
+    as the reference; symmetry, eigenvalues and the definiteness of the point (minimum, maximum, saddle,
+    degenerate).
 
     \b
     Examples:

@@ -23,7 +23,7 @@ from gradcli.plotting.render import (
     check_save_path, need, plot_file, plot_terminal, steps_file, steps_terminal)
 from gradcli.render.json import dumps
 from gradcli.core.assignments import parse_assignments, split_top_level
-from gradcli.cli.common import JsonCommand, fail
+from gradcli.cli.common import ExpressionCommand, fail
 MAX_POINTS = 100_000
 
 
@@ -112,7 +112,7 @@ def free_variable(graph, fixed: dict, var: str | None) -> str:
     return var
 
 
-@click.command(cls=JsonCommand)
+@click.command(cls=ExpressionCommand)
 @click.argument("expr")
 @click.option("--x", "x_range", required=True, metavar="LO:HI",
               help="The range of the plotted variable: LO:HI (such as -3:3 or -pi:pi), or NAME=LO:HI.")
@@ -124,9 +124,12 @@ def free_variable(graph, fixed: dict, var: str | None) -> str:
 @click.option("--save", default=None, metavar="FILE", help="Write the picture to FILE (.png or .svg) instead.")
 @click.option("--timeout", type=float, default=5.0, show_default=True,
               help="Seconds sympy may take for the symbolic derivative (0: no limit).")
-@click.option("--json", "as_json", is_flag=True, help="Print the data as one JSON document (no plotting library needed).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the data as one JSON document (no plotting library needed).")
 def plot(expr, x_range, var, at, n, save, timeout, as_json):
-    """EXPR and its derivative over a range of one variable, the others fixed with --at.
+    """EXPR and its derivative over a range of one variable.
+
+    The other variables are fixed with --at.
 
     \b
     Examples:
@@ -177,7 +180,7 @@ def plot(expr, x_range, var, at, n, save, timeout, as_json):
 
 # --- gradcli steps -----------------------------------------------------------------------------------
 
-@click.command(cls=JsonCommand)
+@click.command(cls=ExpressionCommand)
 @click.argument("expr")
 @click.option("--at", "at", multiple=True, metavar="NAME=VALUE",
               help="The point: every variable's value; repeatable, or several as \"x=1, y=2\".")
@@ -185,12 +188,14 @@ def plot(expr, x_range, var, at, n, save, timeout, as_json):
 @click.option("--save", default=None, metavar="FILE", help="Write the picture to FILE (.png or .svg) instead.")
 @click.option("--timeout", type=float, default=5.0, show_default=True,
               help="Seconds sympy may take for the reference (0: no limit).")
-@click.option("--json", "as_json", is_flag=True, help="Print the data as one JSON document (no plotting library needed).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the data as one JSON document (no plotting library needed).")
 def steps(expr, at, wrt, save, timeout, as_json):
-    """How the error of finite differences depends on the step: forward, central and complex-step
-    differences against the symbolic reference for h from 1e-1 to 1e-16, on log-log axes. Truncation
-    error falls like h (forward) or h**2 (central), round-off grows like 1/h: the V. The step gradcli's
-    central method chooses is marked.
+    """How the error of finite differences depends on the step.
+
+    Forward, central and complex-step differences against the symbolic reference for h from 1e-1 to
+    1e-16, on log-log axes. Truncation error falls like h (forward) or h**2 (central), round-off grows
+    like 1/h: the V. The step gradcli's central method chooses is marked.
 
     \b
     Examples:

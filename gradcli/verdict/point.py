@@ -80,9 +80,17 @@ def parse_methods(names, order=METHOD_ORDER) -> list[str]:
                 wanted.extend(order)
                 continue
             if name not in order:
-                raise BadInput(f"unknown method {name!r}; choose from {', '.join(order)}")
+                raise BadInput(f"unknown method {name!r}{_did_you_mean(name, order)}; choose from {', '.join(order)}")
             wanted.append(name)
     return [m for m in order if m in wanted] if wanted else list(order)
+
+
+def _did_you_mean(name: str, order) -> str:
+    """`` (did you mean forward?)`` for a misspelt method, as click suggests options; else ""."""
+    import difflib  # here: only a misspelt method pays for it
+
+    close = difflib.get_close_matches(name, order, n=2, cutoff=0.6)
+    return f" (did you mean {' or '.join(close)}?)" if close else ""
 
 
 magnitudes = forward.magnitudes  # the tolerance's ``scale``
