@@ -1,7 +1,7 @@
 """gradcli: a gradient calculator and checker.
 
 ``gradcli.grad(expr, **point)`` compares forward mode, reverse mode, finite differences and sympy at
-a point; see the README for the command line.
+a point; see docs/ for the command line.
 
 The public names are imported on first use (PEP 562), so that ``import gradcli`` and ``gradcli --help``
 load neither numpy nor sympy; ``from gradcli import grad`` works as before.

@@ -234,6 +234,13 @@ def test_order_2_rows_say_which_direction_they_belong_to():
     assert len(set(pairs)) == len(pairs)  # an element repeats only along another direction
     for m in r.mismatches:
         assert m.got / m.expected == pytest.approx(1.3, rel=1e-4)
+    from gradcli.render.check import result_text
+
+    text = result_text(r).splitlines()
+    header = next(i for i, line in enumerate(text) if line.split()[:3] == ["input", "index", "direction"])
+    first = text[header + 1].split()
+    assert first[0] == "x" and first[2] == str(r.mismatches[0].direction)
+    assert [d["direction"] for d in r.to_dict()["mismatches"]] == [m.direction for m in r.mismatches]
 
 
 # --- small ones ---------------------------------------------------------------------------------------------

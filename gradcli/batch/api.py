@@ -108,7 +108,7 @@ def grad_batch(expr: str, points: dict | None = None, *, n: int | None = None, d
 
     ``r.to_dict()`` is exactly the ``--json`` document; ``out`` writes values and gradients (.npz or
     .csv, atomically); ``engine`` (``numpy``, ``numba`` or ``cuda``) overrides the rule that picks the
-    compiled program's engine from the batch alone (README, batch mode); ``dask`` (a scheduler's
+    compiled program's engine from the batch alone (docs/batch-usage.md); ``dask`` (a scheduler's
     address, ``"tcp://host:8786"``, or a ``distributed.Client``) runs the chunks on that cluster, with the
     same statistics (docs/batch.md). Raises :class:`gradcli.BadInput` on bad input.
     """

@@ -31,7 +31,8 @@ from gradcli.cli.formats import check_format, format_option
 @click.option("--seed", type=int, default=None, help="With --batch: the random seed (default 0).")
 @click.option("--device", default=None, metavar="cpu|cuda|auto", help="Batch mode: where to compute (default cpu).")
 @click.option("--engine", default=None, metavar="numpy|numba|cuda",
-              help="Batch mode: the engine of the compiled program (default: chosen from the batch, see README).")
+              help="Batch mode: the engine of the compiled program (default: chosen from the batch; "
+                   "docs/batch-usage.md says how).")
 @click.option("--dtype", default=None, metavar="float64|float32", help="Batch mode: the precision (default float64).")
 @click.option("--chunk", type=int, default=None, metavar="N",
               help="Batch mode: points per chunk; memory grows with it (default 65536).")

@@ -84,17 +84,13 @@ def render_details(r: CheckResult) -> Group:
         head.append(f"\n{r.message}")
     parts.append(head)
     if r.mismatches:
-        jac = any(m.output_index is not None for m in r.mismatches)
+        head_row, rows = _mismatch_rows(r)
         table = Table(title_justify="left", heading_columns=2,  # as blocks, each headed by input and index
-                      title=f"worst elements ({min(len(r.mismatches), MAX_SHOWN)} of {len(r.mismatches)})"
-                      if len(r.mismatches) > MAX_SHOWN else None)
-        cols = ["input", "index"] + (["output"] if jac else []) + ["expected", "got", "abs err", "rel err"]
-        for col in cols:
-            table.add_column(col, justify="left" if col in ("input", "index", "output") else "right")
-        for m in r.mismatches[:MAX_SHOWN]:
-            row = [m.input, fmt_index(m.index)] + ([fmt_index(m.output_index)] if jac else [])
-            row += [_value(m.expected), Text(_value(m.got), style="red"), _error(m.abs_error), _error(m.rel_error)]
-            table.add_row(*row)
+                      title=_shown_title(r))
+        for col in head_row:
+            table.add_column(col, justify="left" if col in ("input", "index", "output", "direction") else "right")
+        for row in rows:
+            table.add_row(*row[:-3], Text(row[-3], style="red"), *row[-2:])
         parts.append(table)
     methods = _methods_text(r)
     if methods:
@@ -113,6 +109,26 @@ def render_details(r: CheckResult) -> Group:
     if r.traceback:
         parts.append(Text(r.traceback.rstrip("\n"), style="red"))
     return Group(*parts)
+
+
+def _mismatch_rows(r: CheckResult):
+    """The worst elements as text: (header, rows), the output and direction columns where they apply."""
+    shown = r.mismatches[:MAX_SHOWN]
+    jac = any(m.output_index is not None for m in shown)
+    along = any(getattr(m, "direction", None) is not None for m in shown)
+    head = (["input", "index"] + (["output"] if jac else []) + (["direction"] if along else [])
+            + ["expected", "got", "abs err", "rel err"])
+    rows = [[m.input, fmt_index(m.index)] + ([fmt_index(m.output_index)] if jac else [])
+            + ([str(m.direction) if m.direction is not None else ""] if along else [])
+            + [_value(m.expected), _value(m.got), _error(m.abs_error), _error(m.rel_error)] for m in shown]
+    return head, rows
+
+
+def _shown_title(r: CheckResult):
+    """Above the worst elements, when they are not all shown: how many of those kept."""
+    if len(r.mismatches) <= MAX_SHOWN:
+        return None
+    return f"the worst {MAX_SHOWN} of the {len(r.mismatches)} elements kept"
 
 
 def precision_line(r: CheckResult) -> str:
@@ -185,13 +201,10 @@ def result_text(r: CheckResult) -> str:
     if r.message:
         lines.append(r.message)
     if r.mismatches:
-        jac = any(m.output_index is not None for m in r.mismatches)
-        if len(r.mismatches) > MAX_SHOWN:
-            lines.append(f"worst elements ({MAX_SHOWN} of {len(r.mismatches)})")
-        rows = [["input", "index"] + (["output"] if jac else []) + ["expected", "got", "abs error", "rel error"]]
-        for m in r.mismatches[:MAX_SHOWN]:
-            rows.append([m.input, fmt_index(m.index)] + ([fmt_index(m.output_index)] if jac else [])
-                        + [_value(m.expected), _value(m.got), _error(m.abs_error), _error(m.rel_error)])
+        head_row, rows = _mismatch_rows(r)
+        if _shown_title(r):
+            lines.append(_shown_title(r))
+        rows = [[c.replace(" err", " error") for c in head_row]] + rows
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
     methods = _methods_text(r)

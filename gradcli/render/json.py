@@ -234,6 +234,8 @@ def mismatch_document(m) -> dict:
          "rel_error": finite_or_none(m.rel_error)}
     if m.output_index is not None:
         d["output_index"] = list(m.output_index)
+    if getattr(m, "direction", None) is not None:
+        d["direction"] = m.direction
     return d
 
 
