@@ -1,4 +1,4 @@
-"""gradcli against torch.autograd.gradcheck on the torch corpus of correct and buggy custom rules.
+"""gradcli against torch.autograd.gradcheck and jax.test_util.check_grads on corpora of custom rules.
 
     python benchmarks/frameworks.py              # every rule, then the ~1e6-parameter module
     python benchmarks/frameworks.py --quick      # the correct rules and one bug of each, a smaller module
@@ -11,8 +11,10 @@ and on, at gradcheck's defaults (eps=1e-6, atol=1e-5, rtol=1e-3). The column "bu
 a bug shows in: a float32 cancellation bug is right in float64, a 1e-5 error is under float32's
 rounding; in the other dtype's columns the bug is not scored. A FAIL on a bug is a catch, a FAIL on a
 correct rule a false alarm. The totals give both per column, and the time ratios gradcli/gradcheck.
-Last, an nn.Module of about 1e6 parameters (Linear(1000, 1000), tanh) checked by gradcli in
-mode="fast" and by gradcheck with fast_mode=True on a functional wrapper, both in float64.
+Then an nn.Module of about 1e6 parameters (Linear(1000, 1000), tanh) checked by gradcli in
+mode="fast" and by gradcheck with fast_mode=True on a functional wrapper, both in float64. Last, where
+JAX is installed, the JAX corpus (tests/checks/jax_corpus.py): gradcli in float64 and float32 against
+check_grads(order=1, modes=["rev"]) in float64 (x64 on), scored the same way.
 """
 from __future__ import annotations
 
@@ -88,6 +90,7 @@ def main(argv=None):
     ap.add_argument("-k", metavar="TEXT", help="only the rules whose name holds TEXT")
     ap.add_argument("--width", type=int, help="width of the big module's Linear (default 1000, 300 with --quick)")
     ap.add_argument("--no-big", action="store_true", help="leave out the big module")
+    ap.add_argument("--no-jax", action="store_true", help="leave out the JAX corpus")
     args = ap.parse_args(argv)
     cases = [c for c in CASES if args.k is None or args.k in c.name]
     if args.quick:
@@ -124,6 +127,61 @@ def main(argv=None):
         print(f"  {ours} / {theirs:14} {totals[ours]['s'] / totals[theirs]['s']:8.1f}")
     if not args.no_big:
         big_module_row(args.width or (300 if args.quick else 1000))
+    if not args.no_jax:
+        jax_section(args)
+
+
+def jax_section(args) -> None:
+    try:
+        import jax
+        from jax.test_util import check_grads
+    except ImportError:
+        print("\nJAX is not installed: no check_grads rows")
+        return
+    import jax_corpus
+
+    jax.config.update("jax_enable_x64", True)
+
+    def theirs(case) -> bool:
+        f, xs = jax_corpus.check_grads_call(case)
+        try:
+            check_grads(f, xs, order=1, modes=["rev"])
+        except (AssertionError, NotImplementedError):  # NotImplementedError: no transpose, no reverse mode
+            return False
+        return True
+
+    columns = {"gradcli f64": "float64", "gradcli f32": "float32", "check_grads f64": "float64"}
+    cases = [c for c in jax_corpus.CASES if args.k is None or args.k in c.name]
+    for case in cases[:1]:  # compiling JAX's first programs: not either tool's time
+        theirs(case)
+        run_check(build_spec(case.target, **case.inputs, **case.options), {})
+    print(f"\nJAX: {len(cases)} rules ({sum(c.buggy for c in cases)} buggy)\n")
+    print(f"{'rule':30} {'bug':>4} " + " ".join(f"{name:>16}" for name in columns))
+    totals = {name: {"caught": 0, "bugs": 0, "alarms": 0, "right": 0, "s": 0.0} for name in columns}
+    for case in cases:
+        cells = []
+        for name, dtype in columns.items():
+            t0 = time.perf_counter()
+            if name.startswith("gradcli"):
+                passed = run_check(build_spec(case.target, **case.inputs, **case.options, dtype=dtype),
+                                   {}).status == "pass"
+            else:
+                passed = theirs(case)
+            seconds = time.perf_counter() - t0
+            t = totals[name]
+            t["s"] += seconds
+            if not case.buggy or dtype in case.dtypes:
+                t["bugs" if case.buggy else "right"] += 1
+                t["caught" if case.buggy else "alarms"] += (not passed)
+            cells.append(f"{'pass' if passed else 'FAIL':>5} {seconds:8.3f}s")
+        mark = "/".join(d[-2:] for d in case.dtypes) if case.buggy else ""
+        print(f"{case.name:30} {mark:>4} " + " ".join(f"{c:>16}" for c in cells))
+    print(f"\n{'':35} " + " ".join(f"{name:>16}" for name in columns))
+    for label, cell in (("bugs caught", lambda t: f"{t['caught']}/{t['bugs']}"),
+                        ("false alarms", lambda t: f"{t['alarms']}/{t['right']}"),
+                        ("seconds", lambda t: f"{t['s']:.2f}")):
+        print(f"{label:35} " + " ".join(f"{cell(totals[name]):>16}" for name in columns))
+    print(f"\ntime ratio gradcli f64 / check_grads f64: {totals['gradcli f64']['s'] / totals['check_grads f64']['s']:.1f}")
 
 
 if __name__ == "__main__":
