@@ -16,7 +16,7 @@ from gradcli.checks.context import (
     mismatch, summarize)
 from gradcli.checks.findings import (
     count_text, float64_hint, largest_elsewhere, precision_by_input, underflow_text, worst, worst_entries)
-from gradcli.checks.under_test import user_gradient, user_vjp_at
+from gradcli.checks.under_test import FRAMEWORK_GRADIENT, framework_under_test, user_gradient, user_vjp_at
 
 #: An input's typical gradient magnitude is at least this share of the whole gradient's.
 GLOBAL_SHARE = 1e-3
@@ -67,15 +67,16 @@ def _sample(ctx, n):
 def under_test_name(ctx) -> str:
     if ctx.autodiff:
         return "traced_reverse"
-    return "hand_written"
+    framework = framework_under_test(ctx)
+    return FRAMEWORK_GRADIENT[framework][1] if framework else "hand_written"
 
 
 def describe_under_test(ctx) -> str:
     if ctx.autodiff:
         return "traced AD"
-    framework = ctx.spec.options.get("framework") if ctx.spec is not None else None
-    if framework in ("torch", "jax"):
-        return {"torch": "torch's backward", "jax": "JAX's vjp"}[framework]
+    framework = framework_under_test(ctx)
+    if framework:
+        return FRAMEWORK_GRADIENT[framework][0]
     return {"vjp": "the hand-written vjp", "expression": "the grad= expression"}.get(
         ctx.kind, "the hand-written gradient")
 

@@ -35,11 +35,22 @@ def raised(status: str, what: str, exc: Exception) -> Verdict:
     return Verdict(status, f"{what} raised {type(exc).__name__}: {exc}", user_traceback(exc))
 
 
+#: How a framework's own gradient under test is named: (in prose, in the methods table and JSON)
+FRAMEWORK_GRADIENT = {"torch": ("torch's backward", "torch_backward"), "jax": ("JAX's vjp", "jax_vjp")}
+
+
+def framework_under_test(ctx) -> str | None:
+    """"torch" or "jax" where the gradient under test is the framework's own (no hand-written one), else None."""
+    spec = ctx.spec
+    framework = spec.options.get("framework") if spec is not None else None
+    if framework in FRAMEWORK_GRADIENT and spec.vjp is None and spec.grad is None:
+        return framework
+    return None
+
+
 def _vjp_name(ctx) -> str:
-    framework = ctx.spec.options.get("framework") if ctx.spec is not None else None
-    if framework in ("torch", "jax") and ctx.spec.vjp is None and ctx.spec.grad is None:
-        return {"torch": "torch's backward", "jax": "JAX's vjp"}[framework]
-    return "the vjp function"
+    framework = framework_under_test(ctx)
+    return FRAMEWORK_GRADIENT[framework][0] if framework else "the vjp function"
 
 
 def user_gradient(ctx: CheckContext, what: str, grads=None):
