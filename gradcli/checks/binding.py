@@ -49,3 +49,10 @@ def call_bound(target, bound, values: dict, keywords: bool = True):
     if keywords and not any(p.kind is p.POSITIONAL_ONLY for p in bound):
         return target(**values)
     return target(*[values[p.name] if p.name in values else p.default for p in bound])
+
+
+def selected(out, output):
+    """The output a check differentiates: ``out[output]`` (default 0) of a tuple or list, else ``out``."""
+    if isinstance(out, (tuple, list)):
+        return out[0 if output is None else output]
+    return out

@@ -114,6 +114,9 @@ class CheckContext:
     #: the trace proves the output piecewise constant in the wrt inputs (it reaches them only through
     #: constant routes: floor, sign, comparisons): its derivative is exactly 0 wherever it exists
     constant: bool = False
+    #: framework checks: framework_hvp(v, w, **inputs) -> ({name: H_w v}, J v) | Verdict, the framework's own
+    #: derivative of its vjp (torch's double backward): H_w v along v, and along the cotangent w
+    framework_hvp: Callable | None = None
 
     @property
     def n(self) -> int:

@@ -13,7 +13,7 @@ import sys
 import numpy as np
 
 from gradcli.core.errors import BadInput
-from gradcli.checks.binding import bind, call_bound, signature_parameters
+from gradcli.checks.binding import bind, call_bound, selected, signature_parameters
 from gradcli.checks.under_test import gradient_as_vjp
 from gradcli.checks.context import EPS, Verdict, coarsest
 
@@ -121,13 +121,22 @@ def functions(spec, opts: dict, inputs: dict):
         # the primal without its rule gives the same values, 25 times faster than the custom_vjp object
         return _to_numpy(call(values, target.fun if _custom(target) else target))
 
-    def vjp(g, **kw):
-        wrt = opts.get("wrt") or [k for k, v in kw.items() if np.asarray(v).dtype.kind == "f"]
-        values = {k: _array(jnp, v, dtypes.get(k, run_dtype)) for k, v in kw.items()}
+    def wrt_of(kw):
+        return opts.get("wrt") or [k for k, v in kw.items() if np.asarray(v).dtype.kind == "f"]
+
+    def vjp_in(exact: bool):
+        """JAX's vjp in the dtype under test, or (``exact``) in float64."""
+        def vjp(g, /, **kw):
+            return pullback_at(g, {k: jnp.float64 for k in kw} if exact else dtypes, kw)
+        return vjp
+
+    def pullback_at(g, dtype_of: dict, kw: dict):
+        wrt = wrt_of(kw)
+        values = {k: _array(jnp, v, dtype_of.get(k, run_dtype)) for k, v in kw.items()}
 
         def of_wrt(*xs):
             # the other inputs are closed over: constants that jax.vjp does not differentiate
-            return _selected(call({**values, **dict(zip(wrt, xs))}), output)
+            return selected(call({**values, **dict(zip(wrt, xs))}), output)
 
         out, pullback = jax.vjp(of_wrt, *[values[k] for k in wrt])
         if not jnp.issubdtype(out.dtype, jnp.inexact):
@@ -135,6 +144,39 @@ def functions(spec, opts: dict, inputs: dict):
         seed = jnp.asarray(np.asarray(g, dtype=np.float64).reshape(out.shape), dtype=out.dtype)
         grads = pullback(seed)
         return {k: np.asarray(gk).astype(np.float64) for k, gk in zip(wrt, grads)}
+
+    def vjp_of_vjp(v: dict, w, /, **kw):
+        """The vjp differentiated as gradgradcheck does: with p(x, w) = jax.vjp(f, x)[1](w),
+        ({name: (dp/dx)^T v}, (dp/dw)^T v = J v) | a skipped Verdict."""
+        wrt = wrt_of(kw)
+        values = {k: _array(jnp, val, dtypes.get(k, run_dtype)) for k, val in kw.items()}
+
+        def of_wrt(*xs):
+            return selected(call({**values, **dict(zip(wrt, xs))}), output)
+
+        xs = tuple(values[k] for k in wrt)
+        out = jax.eval_shape(of_wrt, *xs)
+        if not jnp.issubdtype(out.dtype, jnp.inexact):
+            return {k: np.zeros(np.shape(kw[k])) for k in wrt}, np.zeros(out.shape)
+
+        def pulled(xs, wt):
+            return jax.vjp(of_wrt, *xs)[1](wt)
+
+        wt = jnp.asarray(np.asarray(w, dtype=np.float64).reshape(out.shape), dtype=out.dtype)
+        vs = tuple(jnp.asarray(np.asarray(v[k], dtype=np.float64), dtype=x.dtype) for k, x in zip(wrt, xs))
+        try:
+            hv, jv = jax.vjp(pulled, xs, wt)[1](vs)
+        except Exception as exc:  # noqa: BLE001 - JAX cannot differentiate this vjp
+            text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            return Verdict("skipped", f"first order passed; order 2 is not checked: JAX cannot differentiate the "
+                                      f"vjp of {display_name(target)} ({type(exc).__name__}: {text})")
+        return ({k: np.asarray(h).astype(np.float64) for k, h in zip(wrt, hv)},
+                np.asarray(jv).astype(np.float64))
+
+    vjp = vjp_in(False)
+    vjp.framework_hvp = vjp_of_vjp
+    # order 2 differentiates the gradient in float64: a float32 gradient field is a staircase to the differences
+    vjp.float64 = vjp_in(True)
 
     hand = spec.vjp if spec.vjp is not None else spec.grad
 
@@ -151,7 +193,7 @@ def functions(spec, opts: dict, inputs: dict):
         if primal is None:
             return None  # the function's own JAX AD is what is checked: no second opinion
         values = {k: _array(jnp, v, jnp.float64) for k, v in base.items()}
-        return _PrimalAD(jax, lambda *xs: _selected(call({**values, **dict(zip(wrt, xs))}, primal), output),
+        return _PrimalAD(jax, lambda *xs: selected(call({**values, **dict(zip(wrt, xs))}, primal), output),
                          [values[k] for k in wrt], list(wrt),
                          "JAX's AD without the custom rule" if _custom(target) else "JAX's AD")
 
@@ -204,9 +246,3 @@ def _to_numpy(out, keep: bool = False):
         return tuple(_to_numpy(o) for o in out)
     a = np.asarray(out)
     return a.astype(np.float64) if a.dtype.kind == "f" or a.dtype.name == "bfloat16" else a
-
-
-def _selected(out, output):
-    if isinstance(out, (tuple, list)):
-        return out[0 if output is None else output]
-    return out

@@ -218,7 +218,7 @@ def _register_expression(text, grad, vjp, inputs, options, where, reg):
 
 def validate_options(options: dict) -> dict:
     """Raise BadInput for an option value gradcli cannot use; returns ``options``."""
-    for key in ("atol", "rtol", "eps"):
+    for key in ("atol", "rtol", "eps", "nondet_tol"):
         option_values.tolerance(options.get(key), key)
     if options.get("eps") == 0:
         raise BadInput("eps (the finite-difference step) must be positive")

@@ -137,6 +137,7 @@ def build_context(spec, opts: dict, result: CheckResult):
         result.notes.append("order=1: the registered hvp is not checked")
     if opts.get("with_grad"):
         result.kind = "grad"
+    framework_hvp = None
     if spec.expression is not None:
         fn, user_vjp, ad_factory = expression_functions(spec)
         inputs = materialize(spec.inputs, seed, opts.get("domain"), np.dtype(dtype))
@@ -151,6 +152,7 @@ def build_context(spec, opts: dict, result: CheckResult):
             return built
         # the framework's own gradient is the vjp under test; no trace of framework code
         fn, user_vjp, ad_factory, inputs = built
+        framework_hvp = getattr(user_vjp, "framework_hvp", None)
         # the tolerance allows for the coarsest rounding in play: given tensors keep their own dtype
         dtype = target.tolerance_dtype(opts, target.run_dtype_name(spec.fn, opts, spec.inputs))
         result.kind = spec.kind
@@ -232,7 +234,8 @@ def build_context(spec, opts: dict, result: CheckResult):
         with_grad=with_grad, output=output, fn=fn, user_vjp=user_vjp, ad_factory=ad_factory, autodiff=autodiff,
         inputs=inputs, base=base, wrt=wrt, shapes=shapes,
         offsets=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64), out_shape=value.shape, f0=f0,
-        user_grads=user_grads, numf=numf, ad=ad, setup_notes=tuple(result.notes), constant=constant)
+        user_grads=user_grads, numf=numf, ad=ad, setup_notes=tuple(result.notes), constant=constant,
+        framework_hvp=framework_hvp)
 
 
 def _after_first_order(ctx: CheckContext, result: CheckResult) -> None:

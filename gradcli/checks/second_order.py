@@ -18,6 +18,11 @@ vjp):
 * **the hvp under test** (``hvp(v, *inputs)``; v is one array per wrt input, a tuple in wrt order or a
   bare array for one input; it returns one array per wrt input, as ``grad`` does), run in the dtype
   under test, against AD's H v, or against H_G v where AD is unavailable;
+* **a framework's own second derivatives** (torch, JAX: what gradgradcheck checks) take the hvp's
+  place, for array outputs too: with G the framework's vjp of w, its derivative along v (torch's double
+  backward, JAX's vjp of its vjp) against the same reference, and its derivative along the cotangent,
+  d/dw <G, v> = J v, against directional differences of f; a backward the framework cannot differentiate
+  (``@once_differentiable``) is ``skipped`` at order 2;
 * **the Taylor test of order 2** (:mod:`gradcli.checks.taylor`): the remainder
   |phi(x+hv) - phi(x) - h<g, v> - h^2/2 <v, Hv>| must fall like h^3, with Hv from the hvp under test or
   from H_G v. It ties the curvature to f itself: it runs when ``taylor`` is set, when a comparison could
@@ -40,9 +45,9 @@ from gradcli.checks import taylor
 from gradcli.checks.compare import judge, typical_by_input
 from gradcli.checks.findings import count_text, largest_elsewhere, worst_entries
 from gradcli.checks.context import (
-    DIRECTIONS, CheckContext, Outcome, Verdict, at_text, badness, mismatch, summarize)
+    DIRECTIONS, CheckContext, Outcome, Verdict, array_dtype, at_text, badness, index_text, mismatch, summarize)
 from gradcli.core.constants import CHECK_ESTIMATE_SAFETY
-from gradcli.checks.under_test import user_hvp
+from gradcli.checks.under_test import raised, user_hvp
 
 
 def _flat_of(ctx, res) -> np.ndarray:
@@ -67,7 +72,9 @@ def gradient_field(ctx: CheckContext, inputs: dict, w: np.ndarray) -> np.ndarray
         return _flat_of(ctx, ctx.fn(**kw)[1]) * float(w[0])
     if ctx.scalar and ctx.vjp is None:
         return _flat_of(ctx, ctx.spec.grad(**kw)) * float(w[0])
-    return _flat_of(ctx, ctx.vjp(w.reshape(ctx.out_shape), **kw))
+    # a framework's vjp runs in the dtype under test; its float64 run is the function differentiated here
+    vjp = getattr(ctx.vjp, "float64", ctx.vjp)
+    return _flat_of(ctx, vjp(w.reshape(ctx.out_shape), **kw))
 
 
 def ad_field(ctx: CheckContext, inputs: dict, w: np.ndarray) -> np.ndarray:
@@ -216,28 +223,47 @@ def check_second_order(ctx: CheckContext, reference: str) -> Outcome:
         undecided.append("the symmetry of the gradient's Jacobian")
     summary["checks"]["symmetry"] = "undecided" if und.any() else "ok"
 
-    # 3. the hvp under test
-    if ctx.spec.hvp is not None:
-        got = []
-        for v in dirs:
-            hv = user_hvp(ctx, v)
-            if isinstance(hv, Verdict):
-                return outcome(hv, stop=True)
-            got.append(hv)
-        got = np.stack(got)
+    # 3. the hvp under test: the hand-written one, or the framework's own derivative of its vjp
+    if ctx.spec.hvp is not None or ctx.framework_hvp is not None:
+        jv = None
+        if ctx.spec.hvp is not None:
+            name, what, got = "hand_written_hvp", "the hand-written hvp", []
+            for v in dirs:
+                hv = user_hvp(ctx, v)
+                if isinstance(hv, Verdict):
+                    return outcome(hv, stop=True)
+                got.append(hv)
+            got = np.stack(got)
+        else:
+            name, what = framework_label(ctx)
+            products = framework_products(ctx, dirs, w)
+            if isinstance(products, Verdict):
+                return outcome(products, stop=True)
+            got, jv = products
+        field = ad_field if ad is not None else gradient_field
         if ad is not None:
             ref, err, ref_text = ad[0], ad[1], f"the derivative of {_ad_gradient(ctx)} (the Hessian)"
         else:
             ref, err, ref_text = hg_v, hg_e, "the derivative of the hand-written gradient"
-        failed, unsure = _disagreement(ctx, "the hand-written hvp", ref_text, got, ref, err, zero_scale)
+        failed, unsure = _disagreement(ctx, what, ref_text, got, ref, err, zero_scale)
         if failed is not None:
             summary["checks"]["hvp"] = "mismatch"
-            methods["hand_written_hvp"] = summarize("hand_written_hvp", "mismatch", np.abs(got - ref))
-            return outcome(base=failed)
+            methods[name] = summarize(name, "mismatch", np.abs(got - ref))
+            suffix = "" if jv is None else _direction_input(ctx, failed.mismatches[0], dirs, w, field)
+            return outcome(base=failed, suffix=suffix)
         if unsure:
-            undecided.append("the hand-written hvp")
+            undecided.append(what)
         summary["checks"]["hvp"] = "undecided" if unsure else "ok"
-        methods["hand_written_hvp"] = summarize("hand_written_hvp", "ok", np.abs(got - ref))
+        methods[name] = summarize(name, "ok", np.abs(got - ref))
+        if jv is not None:
+            failed, unsure, jv_err = _cotangent(ctx, what, dirs, jv)
+            methods[name + "_cotangent"] = summarize(name + "_cotangent", "ok" if failed is None else "mismatch",
+                                                     jv_err)
+            summary["checks"]["cotangent"] = "mismatch" if failed is not None else "undecided" if unsure else "ok"
+            if failed is not None:
+                return outcome(failed)
+            if unsure:
+                undecided.append(f"{what} along the cotangent")
 
     # 4. the Taylor test of order 2
     t = None
@@ -264,6 +290,8 @@ def check_second_order(ctx: CheckContext, reference: str) -> Outcome:
                                             "is symmetric and consistent with f (Taylor test)")]
     if ctx.spec.hvp is not None:
         what.append("the hand-written hvp agrees")
+    elif ctx.framework_hvp is not None:
+        what.append(f"{framework_label(ctx)[1]} agrees along the inputs and the cotangent")
     return outcome(suffix=f"; second order: {' and '.join(what)} ({DIRECTIONS} random directions)", taylor2=t)
 
 
@@ -276,8 +304,103 @@ def hv_under_test(ctx: CheckContext):
             return out if isinstance(out, Verdict) else (out, np.zeros_like(out))
         return hv
 
+    if ctx.framework_hvp is not None:
+        def framework_hv(v, w):
+            products = framework_products(ctx, [v], w)
+            if isinstance(products, Verdict):  # torch cannot differentiate the backward: the differences can
+                return hv(v, w)
+            return products[0][0], np.zeros(ctx.n)
+        return framework_hv
+
     def hv(v, w):
         field = _field(ctx, gradient_field, w)
         est = num.directional(field, field.at({}), v, ctx.step, ctx.rtol / 10)
         return est.value, est.error
     return hv
+
+
+#: the framework's own derivative of its vjp: (method name, what it is called in messages)
+FRAMEWORK_HVP = {"torch": ("double_backward", "torch's double backward"),
+                 "jax": ("vjp_of_vjp", "JAX's vjp of its vjp")}
+#: what leaves the cotangent out of a framework's vjp
+CONSTANT_COTANGENT = {"torch": "g.detach(), g.data, or g used under torch.no_grad()",
+                      "jax": "jax.lax.stop_gradient on the cotangent"}
+#: what makes a framework's vjp right at the point and wrong as a function of it
+FROZEN_TERM = {"torch": "a term under torch.no_grad(), .detach() or .data, or a forward intermediate saved for "
+                        "backward, is a constant to torch",
+               "jax": "a term under jax.lax.stop_gradient is a constant to JAX"}
+
+
+def framework_label(ctx) -> tuple:
+    return FRAMEWORK_HVP.get(ctx.spec.options.get("framework"),
+                             ("framework_hvp", "the framework's derivative of its vjp"))
+
+
+def framework_products(ctx: CheckContext, dirs: list, w: np.ndarray):
+    """The framework's own H_w v (K, n) and J v (K, m) for each direction, in the dtype under test | Verdict."""
+    dtype = array_dtype(ctx.dtype)
+    hvs, jvs = [], []
+    for v in dirs:
+        try:
+            res = ctx.framework_hvp({k: np.array(v[k], dtype=dtype) for k in ctx.wrt}, np.array(w, dtype=dtype),
+                                    **ctx.fresh_inputs())
+        except Exception as exc:  # noqa: BLE001 - the code under test raised: a failure
+            return raised("fail", framework_label(ctx)[1], exc)
+        if isinstance(res, Verdict):
+            return res
+        hvs.append(ctx.flat(res[0]))
+        jvs.append(np.asarray(res[1], dtype=np.float64).ravel())
+    return np.stack(hvs), np.stack(jvs)
+
+
+def _direction_input(ctx, worst, dirs, w, field) -> str:
+    """Which input's part of the worst entry's direction the framework gets wrong: each part alone, the
+    framework's product against the reference's at that entry."""
+    frozen = FROZEN_TERM.get(ctx.spec.options.get("framework"), "")
+    if len(ctx.wrt) == 1:
+        return f"; {frozen}" if frozen else ""
+    c = int(ctx.offsets[ctx.wrt.index(worst.input)]) + int(np.ravel_multi_index(worst.index, ctx.shapes[worst.input])
+                                                             if worst.index else 0)
+    v = dirs[worst.direction]
+    parts = {k: {j: v[j] if j == k else np.zeros_like(v[j]) for j in ctx.wrt} for k in ctx.wrt}
+    gaps = {}
+    for k, part in parts.items():
+        if not np.any(part[k]):
+            continue
+        got = framework_products(ctx, [part], w)
+        ref = _derivatives(ctx, _field(ctx, field, w), [part])
+        if isinstance(got, Verdict) or ref is None:
+            return ""
+        gaps[k] = (abs(got[0][0, c] - ref[0][0, c]), got[0][0, c] + 0.0, ref[0][0, c] + 0.0)  # no -0
+    if not gaps:
+        return ""
+    k = max(gaps, key=lambda j: gaps[j][0])
+    _, got_k, ref_k = gaps[k]
+    # the framework differentiates its vjp in reverse: the entry for x along w's part of v is
+    # sum_j d(grad w)_j / dx v_j, so it is the gradient for w that is wrong as a function of x
+    i = worst.input
+    return (f"; the {i} entries go wrong along the {k} part of random direction {worst.direction} alone (expected "
+            f"{ref_k:.8g}, got {got_k:.8g}): there they are the derivative of the gradient for {k} with respect to "
+            f"{i}, so the gradient for {k} is wrong as a function of {i}" + (f"; {frozen}" if frozen else ""))
+
+
+def _cotangent(ctx, what: str, dirs: list, jv: np.ndarray):
+    """d/dw <J^T w, v> from the framework against J v by directional differences of f in float64
+    -> (failing Verdict or None, undecided, |difference|)."""
+    ests = [num.directional(ctx.numf, ctx.f0, v, ctx.step, ctx.rtol / 10) for v in dirs]
+    ref = np.stack([e.value for e in ests])
+    err = np.stack([np.where(e.kink, np.inf, e.error) for e in ests])
+    finite = np.abs(ref[np.isfinite(ref)])
+    typical = np.full(ref.shape, float(np.median(finite)) if finite.size else 0.0)
+    diff, tol, bad, und, live = judge(ctx, jv, ref, err, typical)
+    if not bad.any():
+        return None, bool(und.any()), diff
+    j, i = np.unravel_index(int(np.argmax(badness(diff, tol, bad))), bad.shape)
+    hint = CONSTANT_COTANGENT.get(ctx.spec.options.get("framework"), "a cotangent treated as a constant")
+    at = ctx.out_index(int(i))
+    where = f"at output {index_text(at)} " if at else ""
+    return Verdict("fail", f"second order: {what} is wrong along the cotangent direction: d/dw <J^T w, v> must be "
+                           f"J v (a vjp is linear in its cotangent w), but {where}(random direction {j}) J v = "
+                           f"{ref[j, i]:.8g} by differences of f and {what} gives {jv[j, i]:.8g} "
+                           f"({int(bad.sum())} of {bad.size} entries disagree): the backward does not "
+                           f"differentiate through its cotangent ({hint}?)"), False, diff

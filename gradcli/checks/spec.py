@@ -11,7 +11,7 @@ from typing import Callable
 
 #: Option keywords of ``gradcli.check`` (docs/contract.md, the model file); any other keyword is an input.
 OPTIONS = ("atol", "rtol", "eps", "seed", "dtype", "mode", "domain", "wrt", "output", "with_grad", "order",
-           "taylor", "framework", "device", "autocast")
+           "taylor", "framework", "device", "autocast", "nondet_tol")
 
 
 @dataclass

@@ -16,7 +16,8 @@ import sys
 import numpy as np
 
 from gradcli.core.errors import BadInput
-from gradcli.checks.binding import bind, call_bound, signature_parameters
+from gradcli.checks.binding import bind, call_bound, selected, signature_parameters
+from gradcli.checks.torch_parts import LoadedModule, PrimalAD, StandInCtx, reseed
 from gradcli.checks.under_test import Finding, gradient_as_vjp
 from gradcli.checks.context import EPS, Verdict, coarsest
 
@@ -172,7 +173,7 @@ def functions(spec, opts: dict, inputs: dict):
         test_module = copy.deepcopy(target_fn).to(device=device)
         if opts.get("dtype") is not None or autocast is not None:
             test_module = test_module.to(dtype=run_dtype)
-        modules = {torch.float64: _Loaded(torch, ref_module, module_names)}
+        modules = {torch.float64: LoadedModule(torch, ref_module, module_names)}
     else:
         modules = {}
     dtypes = {k: own.get(k, run_dtype) for k in inputs}
@@ -182,10 +183,10 @@ def functions(spec, opts: dict, inputs: dict):
 
     def run(tensors: dict, precision):
         with torch.random.fork_rng(devices=[] if device == "cpu" else [device]):
-            _reseed(torch, seed, device)
+            reseed(torch, seed, device)
             if module_names:
                 module = modules[precision] if precision in modules else modules.setdefault(
-                    precision, _Loaded(torch, test_module, module_names))
+                    precision, LoadedModule(torch, test_module, module_names))
                 args = {k: v for k, v in tensors.items() if k not in module_names}
                 return module(call_bound, bound, args, {k: tensors[k] for k in module_names})
             return call_bound(call_target, bound, tensors, keywords=cls is None)
@@ -197,38 +198,99 @@ def functions(spec, opts: dict, inputs: dict):
             tensors = {k: _tensor(torch, v, torch.float64, device, False) for k, v in kw.items()}
             return _to_numpy(run(tensors, torch.float64))
 
-    def own_vjp(g, **kw):
-        wrt = opts.get("wrt") or [k for k, v in kw.items() if np.asarray(v).dtype.kind == "f"]
+    nondet_tol = float(opts.get("nondet_tol") or 0.0)
+    checked = []  # the backward is run twice once per check, on the first call
+
+    def wrt_of(kw):
+        return opts.get("wrt") or [k for k, v in kw.items() if np.asarray(v).dtype.kind == "f"]
+
+    def forward(kw, wrt, precision="test"):
+        """-> (output, tensors, leaf by wrt name) in the dtype under test (``precision`` "test") or in
+        float64 (torch.float64); call under enable_grad."""
+        exact = precision is torch.float64
         # a parameter's value is copied into the module's own, which is the leaf
-        tensors = {k: _tensor(torch, v, dtypes.get(k, run_dtype), device, k in wrt and k not in module_names)
-                   for k, v in kw.items()}
+        tensors = {k: _tensor(torch, v, torch.float64 if exact else dtypes.get(k, run_dtype), device,
+                              k in wrt and k not in module_names) for k, v in kw.items()}
+        # the target gets copies of the leaves, as it would inside a model: a forward that works in
+        # place (ctx.mark_dirty) may not write to a leaf that requires grad
+        given = {k: t.clone() if t.requires_grad else t for k, t in tensors.items()}
+        if autocast is not None and not exact:
+            with torch.autocast(device_type=device.split(":")[0], dtype=getattr(torch, AUTOCAST[autocast])):
+                out = selected(run(given, precision), output)
+        else:
+            out = selected(run(given, precision), output)
+        leaf = {k: modules[precision].parameter(k) if k in module_names else tensors[k] for k in wrt}
+        return out, tensors, leaf
+
+    def backward(out, seed_t, tensors, wrt, leaf, retain: bool, precision="test") -> dict:
+        if module_names:
+            return modules[precision].backward(out, seed_t, tensors, wrt, retain)
+        grads = torch.autograd.grad(out, [leaf[k] for k in wrt], grad_outputs=seed_t, retain_graph=retain,
+                                    allow_unused=True)
+        return dict(zip(wrt, grads))
+
+    def vjp_in(precision):
+        """torch's backward run in the dtype under test ("test") or in float64 (torch.float64)."""
+
+        def vjp(g, /, **kw):
+            wrt = wrt_of(kw)
+            with torch.enable_grad():
+                out, tensors, leaf = forward(kw, wrt, precision)
+                if not isinstance(out, torch.Tensor) or not out.requires_grad:
+                    return {k: np.zeros(np.shape(kw[k])) for k in wrt}
+                seed_t = _like(torch, g, out)
+                reached = _leaves_reached(out)
+                again = not checked and precision == "test"
+                grads = backward(out, seed_t, tensors, wrt, leaf, again, precision)
+                if again:
+                    checked.append(True)
+                    _same_again(grads, lambda: backward(out, seed_t, tensors, wrt, leaf, False), nondet_tol)
+            dropped = [k for k in wrt if grads[k] is None and id(leaf[k]) in reached]
+            if dropped:
+                what = "the backward returned None" if not module_names else "the gradient is None (.grad not set)"
+                raise BackwardReturnedNone(f"{what} for {', '.join(dropped)} (an input that needs a gradient); "
+                                           "return a tensor, or leave it out of wrt=")
+            # an input the graph never reaches has the derivative 0 through torch; the numerics test that
+            return {k: np.zeros(np.shape(kw[k])) if grads[k] is None else grads[k].detach().cpu().double().numpy()
+                    for k in wrt}
+        return vjp
+
+    own_vjp = vjp_in("test")
+
+    def double_backward(v: dict, w, /, **kw):
+        """What gradgradcheck differentiates: with G = grad(out, x, grad_outputs=w, create_graph=True),
+        ({name: grad(G, x, grad_outputs=v)}, grad(G, w, grad_outputs=v)) | a skipped Verdict."""
+        wrt = wrt_of(kw)
         with torch.enable_grad():
-            # the target gets copies of the leaves, as it would inside a model: a forward that works in
-            # place (ctx.mark_dirty) may not write to a leaf that requires grad
-            given = {k: t.clone() if t.requires_grad else t for k, t in tensors.items()}
-            if autocast is not None:
-                with torch.autocast(device_type=device.split(":")[0], dtype=getattr(torch, AUTOCAST[autocast])):
-                    out = _selected(run(given, "test"), output)
-            else:
-                out = _selected(run(given, "test"), output)
+            out, _, leaf = forward(kw, wrt)
+            zeros = ({k: np.zeros(np.shape(kw[k])) for k in wrt}, np.zeros(np.shape(out)))
             if not isinstance(out, torch.Tensor) or not out.requires_grad:
-                return {k: np.zeros(np.shape(kw[k])) for k in wrt}
-            seed_t = torch.as_tensor(np.asarray(g, dtype=np.float64), device=out.device).to(out.dtype).reshape(out.shape)
-            reached = _leaves_reached(out)
-            if module_names:
-                grads = modules["test"].backward(out, seed_t, tensors, wrt)
-            else:
-                leaves = [tensors[k] for k in wrt]
-                grads = dict(zip(wrt, torch.autograd.grad(out, leaves, grad_outputs=seed_t, allow_unused=True)))
-        leaf = {k: modules["test"].parameter(k) if k in module_names else tensors[k] for k in wrt}
-        dropped = [k for k in wrt if grads[k] is None and id(leaf[k]) in reached]
-        if dropped:
-            what = "the backward returned None" if not module_names else "the gradient is None (.grad not set)"
-            raise BackwardReturnedNone(f"{what} for {', '.join(dropped)} (an input that needs a gradient); "
-                                       "return a tensor, or leave it out of wrt=")
-        # an input the graph never reaches has the derivative 0 through torch; the numerics test that
-        return {k: np.zeros(np.shape(kw[k])) if grads[k] is None else grads[k].detach().cpu().double().numpy()
-                for k in wrt}
+                return zeros
+            w_t = _like(torch, w, out).requires_grad_(True)
+            leaves = [leaf[k] for k in wrt]
+            try:
+                first = torch.autograd.grad(out, leaves, grad_outputs=w_t, create_graph=True, allow_unused=True)
+                # a gradient that autograd does not track is a constant: its derivatives are 0
+                live = [(gk, _like(torch, v[k], gk)) for k, gk in zip(wrt, first)
+                        if gk is not None and gk.requires_grad]
+                if not live:
+                    return zeros
+                # @once_differentiable hands back gradients whose graph ends in an error node cut off from
+                # every input; differentiating them with allow_unused=True would quietly give 0
+                ends = {id(t) for t in leaves + [w_t]}
+                if any(not (_leaves_reached(a) & ends) for a, _ in live):
+                    return Verdict("skipped", _not_twice(display_name(target_fn), None))
+                second = torch.autograd.grad([a for a, _ in live], leaves + [w_t], grad_outputs=[b for _, b in live],
+                                             allow_unused=True)
+            except Exception as exc:  # noqa: BLE001 - torch cannot differentiate this backward
+                return Verdict("skipped", _not_twice(display_name(target_fn), exc))
+        as_np = [np.zeros(tuple(t.shape)) if s is None else s.detach().cpu().double().numpy()
+                 for t, s in zip(leaves + [w_t], second)]
+        return dict(zip(wrt, as_np[:-1])), as_np[-1]
+
+    own_vjp.framework_hvp = double_backward
+    # order 2 differentiates the gradient in float64: a float32 gradient field is a staircase to the differences
+    own_vjp.float64 = vjp_in(torch.float64)
 
     hand = spec.vjp if spec.vjp is not None else spec.grad
 
@@ -243,117 +305,54 @@ def functions(spec, opts: dict, inputs: dict):
     def ad_factory(base, wrt):
         if cls is not None:  # the forward without its backward
             if _forward_takes_ctx(cls):
-                primal = lambda values: call_bound(lambda *a: cls.forward(_StandInCtx(len(a)), *a), bound, values,
+                primal = lambda values: call_bound(lambda *a: cls.forward(StandInCtx(len(a)), *a), bound, values,
                                                    keywords=False)
             else:
                 primal = lambda values: call_bound(cls.forward, bound, values, keywords=False)
-            return _PrimalAD(torch, primal, base, list(wrt), output, seed, "torch's AD of forward")
+            return PrimalAD(torch, primal, base, list(wrt), output, seed, "torch's AD of forward")
         if hand is not None and not module_names:  # torch's own gradient beside the hand-written one
-            return _PrimalAD(torch, lambda values: call_bound(target_fn, bound, values), base, list(wrt), output,
+            return PrimalAD(torch, lambda values: call_bound(target_fn, bound, values), base, list(wrt), output,
                              seed, "torch's autograd")
         return None  # a function's or module's own autograd is what is checked: no second opinion
 
     return fn, own_vjp if hand is None else hand_vjp, ad_factory, inputs
 
 
-class PrimalUnavailable(Exception):
-    """torch's AD of a Function's forward cannot be had (an in-place forward, one that leaves autograd)."""
+def _same_again(grads: dict, again, tol: float) -> None:
+    """A Finding where the backward, run again with the same cotangent, raises or moves by more than ``tol``."""
+    why = "torch's backward is not deterministic: it changes saved state or depends on call order"
+    cause = "a backward that changes a saved tensor in place is the common cause"
+    try:
+        second = again()
+    except Exception as exc:  # noqa: BLE001 - a backward that cannot run twice
+        raise Finding(f"{why} (run a second time with the same cotangent it raised {type(exc).__name__}: "
+                      f"{_first_line(exc)}); {cause}") from None
+    for k, a in grads.items():
+        b = second[k]
+        diff = 0.0 if a is None and b is None else float("inf") if a is None or b is None else float(
+            torch_gap(a.detach().cpu().double(), b.detach().cpu().double()))
+        if diff > tol:
+            raise Finding(f"{why} (run twice with the same cotangent, its gradient for {k} differs by up to "
+                          f"{diff:.3g}, nondet_tol={tol:g}); {cause}; nondet_tol= allows a difference that is "
+                          "expected (atomic adds on a GPU)")
 
 
-class _StandInCtx:
-    """What a Function's ``forward`` may call on ``ctx`` when it runs as plain torch code under autograd."""
-
-    def __init__(self, n: int):
-        self.needs_input_grad = (True,) * n
-        self.saved_tensors = ()
-        self.materialize_grads = True
-
-    def save_for_backward(self, *tensors):
-        self.saved_tensors = tensors
-
-    def save_for_forward(self, *tensors):
-        pass
-
-    def mark_dirty(self, *tensors):
-        raise PrimalUnavailable("the forward changes its inputs in place (ctx.mark_dirty)")
-
-    def mark_non_differentiable(self, *tensors):
-        pass
-
-    def set_materialize_grads(self, value):
-        self.materialize_grads = value
+def torch_gap(a, b):
+    """The largest |a - b| where they are not equal (NaN where both are NaN is equal; NaN beside a number: inf)."""
+    same = (a == b) | (a.isnan() & b.isnan())
+    return 0.0 if bool(same.all()) else (a - b).abs().nan_to_num(nan=float("inf"))[~same].max()
 
 
-class _PrimalAD:
-    """torch's autograd of a Function's ``forward`` run as plain code (its ``backward`` left out), or of
-    a function whose hand-written gradient is under test: a reference independent of the rule under
-    test, which the pipeline trusts only where it agrees with the finite differences."""
-
-    method = "torch_autograd"
-
-    def __init__(self, torch, primal, base: dict, wrt: list, output, seed: int, label: str):
-        self.torch, self.wrt, self.label = torch, wrt, label
-        values = {k: torch.tensor(np.array(v, dtype=np.float64) if np.asarray(v).dtype.kind == "f" else v,
-                                  requires_grad=k in wrt) for k, v in base.items()}
-        self.leaves = [values[k] for k in wrt]
-        with torch.enable_grad(), torch.random.fork_rng(devices=[]):
-            _reseed(torch, seed, "cpu")
-            # copies of the leaves, as for the rule under test: a forward may work in place
-            out = primal({k: t.clone() if t.requires_grad else t for k, t in values.items()})
-        out = _selected(out, output)
-        if not isinstance(out, torch.Tensor) or not out.requires_grad:
-            raise PrimalUnavailable("the forward leaves autograd (numpy, .detach(), torch.no_grad())")
-        self.out = out
-        self.value = out.detach().numpy()
-
-    def vjp(self, w) -> dict:
-        torch = self.torch
-        seed = torch.as_tensor(np.asarray(w, dtype=np.float64)).reshape(self.out.shape)
-        grads = torch.autograd.grad(self.out, self.leaves, grad_outputs=seed, retain_graph=True, allow_unused=True)
-        return {k: np.zeros(tuple(leaf.shape)) if g is None else g.detach().numpy()
-                for k, leaf, g in zip(self.wrt, self.leaves, grads)}
-
-    def gradient(self) -> dict:
-        return self.vjp(np.ones(self.value.shape))
+def _first_line(exc: Exception) -> str:
+    return str(exc).split(". Hint:")[0].splitlines()[0] if str(exc) else type(exc).__name__
 
 
-class _Loaded:
-    """A module copy whose parameters are set from the check's values before each call."""
-
-    def __init__(self, torch, module, names):
-        self.torch, self.module, self.names = torch, module, names
-        own = dict(module.named_parameters())
-        self.params = [own[n] for n in names]
-        self.buffers = [(b, b.detach().clone()) for b in module.buffers()]
-
-    def __call__(self, call_bound, bound, args: dict, values: dict):
-        torch = self.torch
-        with torch.no_grad():
-            for p, n in zip(self.params, self.names):
-                p.copy_(values[n].to(p.dtype))
-            for b, saved in self.buffers:  # buffers are constants of the check
-                b.copy_(saved)
-        for p in self.params:
-            p.grad = None  # torch accumulates into .grad: every call starts from none
-        return call_bound(self.module, bound, args)
-
-    def parameter(self, name):
-        return self.params[self.names.index(name)]
-
-    def backward(self, out, seed, tensors: dict, wrt) -> dict:
-        """``out.backward(seed)``, then each parameter's ``.grad`` and each input's gradient."""
-        out.backward(seed)
-        grads = {n: p.grad for n, p in zip(self.names, self.params) if n in wrt}
-        grads.update({k: tensors[k].grad for k in wrt if k not in self.names})
-        return grads
-
-
-def _reseed(torch, seed: int, device: str) -> None:
-    # the generators themselves: torch.manual_seed also queues a CUDA seed, recording a stack trace
-    # each time where CUDA is not started, which made a check's calls ten times slower
-    torch.random.default_generator.manual_seed(seed)
-    if device.startswith("cuda"):
-        torch.cuda.manual_seed_all(seed)
+def _not_twice(name: str, exc: Exception | None) -> str:
+    """Why order 2 is skipped: torch cannot differentiate ``name``'s backward (``exc``: what it raised)."""
+    why = ("its backward is marked @once_differentiable" if exc is None or "once_differentiable" in str(exc)
+           else f"differentiating its backward raised {type(exc).__name__}: {_first_line(exc)}")
+    return (f"first order passed; order 2 is not checked: torch cannot differentiate the backward of {name} "
+            f"({why}), so it has no second derivatives to check")
 
 
 def _rounded(torch, v, dtype):
@@ -362,6 +361,11 @@ def _rounded(torch, v, dtype):
     if a.dtype.kind != "f":
         return a
     return torch.from_numpy(np.array(a, dtype=np.float64)).to(dtype).double().numpy()
+
+
+def _like(torch, a, t):
+    """The numpy array ``a`` as a tensor of ``t``'s shape, dtype and device."""
+    return torch.as_tensor(np.asarray(a, dtype=np.float64), device=t.device).to(t.dtype).reshape(t.shape)
 
 
 def _tensor(torch, v, dtype, device, requires_grad: bool):
@@ -385,12 +389,6 @@ def _to_numpy(out, keep: bool = False):
         t = out.detach().cpu()
         return (t.double() if t.is_floating_point() else t).numpy()
     return np.asarray(out)
-
-
-def _selected(out, output):
-    if isinstance(out, (tuple, list)):
-        return out[0 if output is None else output]
-    return out
 
 
 def _leaves_reached(out) -> set:
