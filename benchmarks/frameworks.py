@@ -53,6 +53,24 @@ def verdict(case, tool: str, dtype: str, fast: bool) -> tuple[bool, float]:
     return passed, time.perf_counter() - t0
 
 
+def score(t: dict, case, dtype: str, passed: bool, seconds: float) -> str:
+    """Count one verdict into a column's totals ``t`` -> its cell. A bug is scored only in the dtypes it
+    shows in; a FAIL on a bug is a catch, on a correct rule a false alarm."""
+    t["s"] += seconds
+    if not case.buggy or dtype in case.dtypes:
+        t["bugs" if case.buggy else "right"] += 1
+        t["caught" if case.buggy else "alarms"] += (not passed)
+    return f"{'pass' if passed else 'FAIL':>5} {seconds:8.3f}s"
+
+
+def print_totals(totals: dict, width: int) -> None:
+    print(f"\n{'':35} " + " ".join(f"{name:>{width}}" for name in totals))
+    for label, cell in (("bugs caught", lambda t: f"{t['caught']}/{t['bugs']}"),
+                        ("false alarms", lambda t: f"{t['alarms']}/{t['right']}"),
+                        ("seconds", lambda t: f"{t['s']:.2f}")):
+        print(f"{label:35} " + " ".join(f"{cell(totals[name]):>{width}}" for name in totals))
+
+
 def quick(cases):
     """The correct rules and the first bug of each."""
     first = {}
@@ -106,21 +124,11 @@ def main(argv=None):
         cells = []
         for name, (tool, dtype, fast) in COLUMNS.items():
             passed, seconds = verdict(case, tool, dtype, fast)
-            t = totals[name]
-            t["s"] += seconds
-            if not case.buggy or dtype in case.dtypes:
-                t["bugs" if case.buggy else "right"] += 1
-                t["caught" if case.buggy else "alarms"] += (not passed)
-            cells.append(f"{'pass' if passed else 'FAIL':>5} {seconds:8.3f}s")
+            cells.append(score(totals[name], case, dtype, passed, seconds))
         mark = "/".join(d[-2:] for d in case.dtypes) if case.buggy else ""
         print(f"{case.name:30} {mark:>4} " + " ".join(f"{c:>15}" for c in cells))
 
-    print(f"\n{'':30} {'':>4} " + " ".join(f"{name:>15}" for name in COLUMNS))
-    rows = {"bugs caught": lambda t: f"{t['caught']}/{t['bugs']}",
-            "false alarms": lambda t: f"{t['alarms']}/{t['right']}",
-            "seconds": lambda t: f"{t['s']:.2f}"}
-    for label, cell in rows.items():
-        print(f"{label:35} " + " ".join(f"{cell(totals[name]):>15}" for name in COLUMNS))
+    print_totals(totals, 15)
     print("\ntime ratio gradcli/gradcheck (whole corpus):")
     for ours, theirs in (("gradcli f64", "gradcheck f64"), ("gradcli f64", "gc f64 fast"),
                          ("gradcli f32", "gradcheck f32"), ("gradcli f32", "gc f32 fast")):
@@ -167,20 +175,10 @@ def jax_section(args) -> None:
                                    {}).status == "pass"
             else:
                 passed = theirs(case)
-            seconds = time.perf_counter() - t0
-            t = totals[name]
-            t["s"] += seconds
-            if not case.buggy or dtype in case.dtypes:
-                t["bugs" if case.buggy else "right"] += 1
-                t["caught" if case.buggy else "alarms"] += (not passed)
-            cells.append(f"{'pass' if passed else 'FAIL':>5} {seconds:8.3f}s")
+            cells.append(score(totals[name], case, dtype, passed, time.perf_counter() - t0))
         mark = "/".join(d[-2:] for d in case.dtypes) if case.buggy else ""
         print(f"{case.name:30} {mark:>4} " + " ".join(f"{c:>16}" for c in cells))
-    print(f"\n{'':35} " + " ".join(f"{name:>16}" for name in columns))
-    for label, cell in (("bugs caught", lambda t: f"{t['caught']}/{t['bugs']}"),
-                        ("false alarms", lambda t: f"{t['alarms']}/{t['right']}"),
-                        ("seconds", lambda t: f"{t['s']:.2f}")):
-        print(f"{label:35} " + " ".join(f"{cell(totals[name]):>16}" for name in columns))
+    print_totals(totals, 16)
     print(f"\ntime ratio gradcli f64 / check_grads f64: {totals['gradcli f64']['s'] / totals['check_grads f64']['s']:.1f}")
 
 
