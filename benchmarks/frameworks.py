@@ -14,7 +14,10 @@ correct rule a false alarm. The totals give both per column, and the time ratios
 Then an nn.Module of about 1e6 parameters (Linear(1000, 1000), tanh) checked by gradcli in
 mode="fast" and by gradcheck with fast_mode=True on a functional wrapper, both in float64. Last, where
 JAX is installed, the JAX corpus (tests/checks/jax_corpus.py): gradcli in float64 and float32 against
-check_grads(order=1, modes=["rev"]) in float64 (x64 on), scored the same way.
+check_grads(order=1, modes=["rev"]) in float64 (x64 on), scored the same way. Before JAX, order 2
+(gradcli order=2 against gradgradcheck, on the corpus's correct rules and on second-order bugs written
+here) and forward mode (gradcli against gradcheck(check_forward_ad=True) on Functions with a jvp), in
+float64: verdicts side by side and the time ratio.
 """
 from __future__ import annotations
 
@@ -109,6 +112,7 @@ def main(argv=None):
     ap.add_argument("--width", type=int, help="width of the big module's Linear (default 1000, 300 with --quick)")
     ap.add_argument("--no-big", action="store_true", help="leave out the big module")
     ap.add_argument("--no-jax", action="store_true", help="leave out the JAX corpus")
+    ap.add_argument("--no-order2", action="store_true", help="leave out order 2 and forward mode")
     args = ap.parse_args(argv)
     cases = [c for c in CASES if args.k is None or args.k in c.name]
     if args.quick:
@@ -135,6 +139,8 @@ def main(argv=None):
         print(f"  {ours} / {theirs:14} {totals[ours]['s'] / totals[theirs]['s']:8.1f}")
     if not args.no_big:
         big_module_row(args.width or (300 if args.quick else 1000))
+    if not args.no_order2:
+        order2_and_forward_section(cases)
     if not args.no_jax:
         jax_section(args)
 
@@ -179,7 +185,139 @@ def jax_section(args) -> None:
         mark = "/".join(d[-2:] for d in case.dtypes) if case.buggy else ""
         print(f"{case.name:30} {mark:>4} " + " ".join(f"{c:>16}" for c in cells))
     print_totals(totals, 16)
-    print(f"\ntime ratio gradcli f64 / check_grads f64: {totals['gradcli f64']['s'] / totals['check_grads f64']['s']:.1f}")
+    ratio = totals["gradcli f64"]["s"] / totals["check_grads f64"]["s"]
+    print(f"\ntime ratio gradcli f64 / check_grads f64: {ratio:.1f}")
+
+
+
+class _Cube(torch.autograd.Function):
+    """y_i = sum_j x_ij^3 w_j: second derivatives in x, and across x and w."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return (x ** 3 * w).sum(-1)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        return g[:, None] * 3 * x ** 2 * w, (g[:, None] * x ** 3).sum(0)
+
+
+class _CubeDetachedX(_Cube):
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        return g[:, None] * 3 * x.detach() ** 2 * w, (g[:, None] * x ** 3).sum(0)
+
+
+class _CubeNoGradW(_Cube):
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        with torch.no_grad():
+            gw = (g[:, None] * x ** 3).sum(0)
+        return g[:, None] * 3 * x ** 2 * w, gw
+
+
+class _CubeConstantCotangent(_Cube):
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        g = g.detach()
+        return g[:, None] * 3 * x ** 2 * w, (g[:, None] * x ** 3).sum(0)
+
+
+class _SinMul(torch.autograd.Function):
+    """y = sin(x) w with its forward rule."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        ctx.save_for_forward(x, w)
+        return torch.sin(x) * w
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        return g * torch.cos(x) * w, g * torch.sin(x)
+
+    @staticmethod
+    def jvp(ctx, dx, dw):
+        x, w = ctx.saved_tensors
+        return torch.cos(x) * w * dx + torch.sin(x) * dw
+
+
+class _SinMulJvpDropsW(_SinMul):
+    @staticmethod
+    def jvp(ctx, dx, dw):
+        x, w = ctx.saved_tensors
+        return torch.cos(x) * w * dx
+
+
+class _SinMulJvpSign(_SinMul):
+    @staticmethod
+    def jvp(ctx, dx, dw):
+        x, w = ctx.saved_tensors
+        return -torch.cos(x) * w * dx + torch.sin(x) * dw
+
+
+def _side_by_side(title: str, rows: list, theirs_name: str) -> None:
+    """rows: (name, buggy, gradcli status, gradcli s, theirs verdict, theirs s)."""
+    print(f"\n{title}\n")
+    print(f"{'rule':32} {'bug':>4} {'gradcli':>14} {'s':>7} {theirs_name:>22} {'s':>7}")
+    for name, buggy, ours, ours_s, theirs, theirs_s in rows:
+        print(f"{name:32} {'yes' if buggy else '':>4} {ours:>14} {ours_s:7.3f} {theirs:>22} {theirs_s:7.3f}")
+    ours_t, theirs_t = sum(r[3] for r in rows), sum(r[5] for r in rows)
+    print(f"time ratio gradcli/{theirs_name}: {ours_t / theirs_t:.1f}")
+
+
+def _theirs(check, f, tensors, **kw) -> str:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return "pass" if check(f, tensors, raise_exception=False, **kw) else "FAIL"
+    except RuntimeError as exc:  # torch cannot differentiate the backward, or the rule raised
+        return "raises " + type(exc).__name__
+
+
+def order2_and_forward_section(cases) -> None:
+    """order=2 against gradgradcheck, forward mode against gradcheck(check_forward_ad=True), in float64."""
+    from torch_corpus import Case, gradcheck_call
+
+    cube = {"x": (3, 4), "w": (4,)}
+    mine = [("cube", _Cube, cube, False), ("cube_detached_saved_x", _CubeDetachedX, cube, True),
+            ("cube_no_grad_w", _CubeNoGradW, cube, True), ("cube_constant_cotangent", _CubeConstantCotangent, cube,
+                                                            True)]
+    for cls in (_Cube, _SinMul):  # the first order-2 and forward-mode runs load torch code: no one's time
+        run_check(build_spec(cls.apply, x=(3, 4), w=(4,) if cls is _Cube else (3, 4), order=2), {})
+    rows = []
+    jobs = [(c.name, c.target, c.inputs, c.options, False) for c in cases if not c.buggy]
+    jobs += [(n, (lambda cls=cls: cls.apply), inp, {}, bug) for n, cls, inp, bug in mine]
+    for name, target, inputs, options, bug in jobs:
+        t0 = time.perf_counter()
+        ours = run_check(build_spec(target(), **inputs, **options, order=2), {}).status
+        ours_s = time.perf_counter() - t0
+        f, tensors = gradcheck_call(Case(name, target, inputs, bug, options=options))
+        t0 = time.perf_counter()
+        theirs = _theirs(torch.autograd.gradgradcheck, f, tensors)
+        rows.append((name, bug, ours, ours_s, theirs, time.perf_counter() - t0))
+    # a correct rule that fails here saves a forward intermediate: right once, not differentiable twice
+    _side_by_side("order 2: gradcli order=2 against gradgradcheck (float64)", rows, "gradgradcheck")
+
+    rows = []
+    pair = {"x": (3, 4), "w": (3, 4)}
+    for name, cls, bug in (("sin_mul", _SinMul, False), ("sin_mul_jvp_drops_w", _SinMulJvpDropsW, True),
+                           ("sin_mul_jvp_sign", _SinMulJvpSign, True)):
+        t0 = time.perf_counter()
+        ours = run_check(build_spec(cls.apply, **pair), {}).status
+        ours_s = time.perf_counter() - t0
+        f, tensors = gradcheck_call(Case(name, lambda cls=cls: cls.apply, pair, bug))
+        t0 = time.perf_counter()
+        theirs = _theirs(torch.autograd.gradcheck, f, tensors, check_forward_ad=True)
+        rows.append((name, bug, ours, ours_s, theirs, time.perf_counter() - t0))
+    _side_by_side("forward mode: gradcli against gradcheck(check_forward_ad=True) (float64)", rows,
+                  "gradcheck fwd")
 
 
 if __name__ == "__main__":

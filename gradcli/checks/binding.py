@@ -28,7 +28,8 @@ def bind(params, names: list, what: str):
     if not any(n in known for n in names) and len(names) <= len(positional):
         return None  # no name matches (a module's forward(input) given x=...): by position, in the order given
     unknown = next(n for n in names if n not in known)
-    raise BadInput(f"{what} has no parameter {unknown!r} (its parameters: {', '.join(p.name for p in named) or 'none'})")
+    listed = ", ".join(p.name for p in named) or "none"
+    raise BadInput(f"{what} has no parameter {unknown!r} (its parameters: {listed})")
 
 
 def signature_parameters(fn, drop_first: bool = False):

@@ -173,8 +173,20 @@ def functions(spec, opts: dict, inputs: dict):
         return ({k: np.asarray(h).astype(np.float64) for k, h in zip(wrt, hv)},
                 np.asarray(jv).astype(np.float64))
 
+    def jvp(u: dict, /, **kw):
+        """jax.jvp of the target in the dtype under test, through its custom_jvp rule: J u as numpy."""
+        wrt = wrt_of(kw)
+        values = {k: _array(jnp, v, dtypes.get(k, run_dtype)) for k, v in kw.items()}
+        xs = tuple(values[k] for k in wrt)
+        tangents = tuple(jnp.asarray(np.asarray(u[k], dtype=np.float64), dtype=x.dtype) for k, x in zip(wrt, xs))
+        _, ju = jax.jvp(lambda *a: selected(call({**values, **dict(zip(wrt, a))}), output), xs, tangents)
+        return np.asarray(ju).astype(np.float64)
+
     vjp = vjp_in(False)
     vjp.framework_hvp = vjp_of_vjp
+    if isinstance(target, jax.custom_jvp):
+        jvp.label, jvp.method = "JAX's jvp", "jax_jvp"
+        vjp.framework_jvp = jvp
     # order 2 differentiates the gradient in float64: a float32 gradient field is a staircase to the differences
     vjp.float64 = vjp_in(True)
 

@@ -44,7 +44,7 @@ from gradcli import trace as tracing
 from gradcli.core.errors import BadInput
 from gradcli.checks import numeric as num
 from gradcli.checks.complex_inputs import as_pairs, real_outputs
-from gradcli.checks import second_order, taylor
+from gradcli.checks import forward_mode, second_order, taylor
 from gradcli.checks.collect import display_path
 from gradcli.checks.compare import compare_full
 from gradcli.checks.context import (
@@ -261,6 +261,10 @@ def _after_first_order(ctx: CheckContext, result: CheckResult) -> None:
                           "the gradient is wrong")
         elif r.status == "pass" and t.verdict == "wrong":
             r.notes.append(f"the Taylor test disagrees: {t.detail}")
+    if r.status == "pass":  # a forward rule (a Function's jvp, a custom_jvp) is checked as a jvp
+        forward = forward_mode.check_forward_mode(ctx)
+        if forward is not None:
+            apply(r, forward)
     if ctx.order == 2 and r.status == "pass":
         outcome = second_order.check_second_order(ctx, r.reference)
         apply(r, outcome)

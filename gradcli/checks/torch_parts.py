@@ -108,3 +108,53 @@ def reseed(torch, seed: int, device: str) -> None:
     torch.random.default_generator.manual_seed(seed)
     if device.startswith("cuda"):
         torch.cuda.manual_seed_all(seed)
+
+
+def overrides(torch, cls, name: str) -> bool:
+    """``cls`` (a Function subclass) defines its own ``name`` (jvp, vjp) rather than torch's default."""
+    base = getattr(torch.autograd.Function, name)
+    return getattr(getattr(cls, name), "__func__", getattr(cls, name)) is not getattr(base, "__func__", base)
+
+
+def watched(torch, cls):
+    """A subclass of the Function ``cls`` that records what ``cls``'s backward returns -> (subclass, list of
+    returned tuples). torch converts each gradient to its input's dtype before any hook on the node sees it,
+    so only the backward itself shows a gradient in the wrong dtype."""
+    returned = []
+    name = "vjp" if overrides(torch, cls, "vjp") else "backward"
+    inner = getattr(cls, name)
+
+    def backward(ctx, *grads):
+        out = inner(ctx, *grads)
+        returned.append(out if isinstance(out, tuple) else (out,))
+        return out
+    return type(cls.__name__, (cls,), {name: staticmethod(backward)}), returned
+
+
+def dtype_mismatch(torch, args: tuple, returned: tuple, names: dict) -> str | None:
+    """What is wrong where a backward returned a gradient of another dtype than its input's (``args``: the
+    inputs given to apply, ``names``: id(tensor) -> input name), else None."""
+    for a, g in zip(args, returned):
+        if isinstance(a, torch.Tensor) and isinstance(g, torch.Tensor) and a.is_floating_point() \
+                and g.dtype != a.dtype and id(a) in names:
+            got, want = (str(t).replace("torch.", "") for t in (g.dtype, a.dtype))
+            return (f"the backward returned a {got} gradient for {names[id(a)]}, a {want} input: torch converts "
+                    f"it, " + ("losing precision" if a.element_size() > g.element_size() else
+                               "so the backward's extra precision is not what reaches the input")
+                    + " (return the gradient in its input's dtype)")
+    return None
+
+
+def function_jvp(torch, run, tensors: dict, tangents: dict):
+    """J u of ``run(tensors)`` (a Function's apply) by torch's forward-mode AD, its ``jvp`` rule: dual
+    tensors of ``tensors`` with ``tangents`` (numpy, by name) -> numpy (zeros where no tangent comes out)."""
+    import torch.autograd.forward_ad as fwad
+    with fwad.dual_level():
+        duals = {k: fwad.make_dual(t, torch.as_tensor(np.asarray(tangents[k], dtype=np.float64), device=t.device)
+                                   .to(t.dtype).reshape(t.shape)) if k in tangents else t
+                 for k, t in tensors.items()}
+        out = run(duals)
+        tangent = fwad.unpack_dual(out).tangent
+        if tangent is None:
+            return np.zeros(tuple(out.shape))
+        return tangent.detach().cpu().double().numpy()

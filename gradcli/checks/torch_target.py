@@ -17,7 +17,8 @@ import numpy as np
 
 from gradcli.core.errors import BadInput
 from gradcli.checks.binding import bind, call_bound, selected, signature_parameters
-from gradcli.checks.torch_parts import LoadedModule, PrimalAD, StandInCtx, reseed
+from gradcli.checks.torch_parts import (
+    LoadedModule, PrimalAD, StandInCtx, dtype_mismatch, function_jvp, overrides, reseed, watched)
 from gradcli.checks.under_test import Finding, gradient_as_vjp
 from gradcli.checks.context import EPS, Verdict, coarsest
 
@@ -28,6 +29,10 @@ AUTOCAST = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "floa
 
 class BackwardReturnedNone(Finding):
     """The backward gave no gradient for an input whose leaf it is connected to."""
+
+
+class GradientDtype(Finding):
+    """The backward gave a gradient in another dtype than its input's (torch converts it)."""
 
 
 def _torch():
@@ -181,7 +186,7 @@ def functions(spec, opts: dict, inputs: dict):
     inputs = {k: _rounded(torch, v, dtypes[k]) for k, v in inputs.items()}
     call_target = cls.apply if cls is not None else target_fn
 
-    def run(tensors: dict, precision):
+    def run(tensors: dict, precision, of=None):
         with torch.random.fork_rng(devices=[] if device == "cpu" else [device]):
             reseed(torch, seed, device)
             if module_names:
@@ -189,7 +194,7 @@ def functions(spec, opts: dict, inputs: dict):
                     precision, LoadedModule(torch, test_module, module_names))
                 args = {k: v for k, v in tensors.items() if k not in module_names}
                 return module(call_bound, bound, args, {k: tensors[k] for k in module_names})
-            return call_bound(call_target, bound, tensors, keywords=cls is None)
+            return call_bound(of or call_target, bound, tensors, keywords=cls is None)
 
     def fn(**kw):
         if any(np.iscomplexobj(v) for v in kw.values()):
@@ -204,7 +209,7 @@ def functions(spec, opts: dict, inputs: dict):
     def wrt_of(kw):
         return opts.get("wrt") or [k for k, v in kw.items() if np.asarray(v).dtype.kind == "f"]
 
-    def forward(kw, wrt, precision="test"):
+    def forward(kw, wrt, precision="test", of=None):
         """-> (output, tensors, leaf by wrt name) in the dtype under test (``precision`` "test") or in
         float64 (torch.float64); call under enable_grad."""
         exact = precision is torch.float64
@@ -216,9 +221,9 @@ def functions(spec, opts: dict, inputs: dict):
         given = {k: t.clone() if t.requires_grad else t for k, t in tensors.items()}
         if autocast is not None and not exact:
             with torch.autocast(device_type=device.split(":")[0], dtype=getattr(torch, AUTOCAST[autocast])):
-                out = selected(run(given, precision), output)
+                out = selected(run(given, precision, of), output)
         else:
-            out = selected(run(given, precision), output)
+            out = selected(run(given, precision, of), output)
         leaf = {k: modules[precision].parameter(k) if k in module_names else tensors[k] for k in wrt}
         return out, tensors, leaf
 
@@ -241,6 +246,8 @@ def functions(spec, opts: dict, inputs: dict):
                 seed_t = _like(torch, g, out)
                 reached = _leaves_reached(out)
                 again = not checked and precision == "test"
+                if again and cls is not None and autocast is None:
+                    _check_dtypes(kw, wrt, g)
                 grads = backward(out, seed_t, tensors, wrt, leaf, again, precision)
                 if again:
                     checked.append(True)
@@ -255,7 +262,27 @@ def functions(spec, opts: dict, inputs: dict):
                     for k in wrt}
         return vjp
 
+    def _check_dtypes(kw, wrt, g):
+        """A Finding where the Function's backward returns a gradient in another dtype than its input's."""
+        sub, returned = watched(torch, cls)
+        args = []
+        out, _, leaf = forward(kw, wrt, of=lambda *a: args.append(a) or sub.apply(*a))
+        if isinstance(out, torch.Tensor) and out.requires_grad:
+            torch.autograd.grad(out, [leaf[k] for k in wrt], grad_outputs=_like(torch, g, out), allow_unused=True)
+        order = list(kw) if bound is None else [p.name for p in bound]
+        wrong = returned and args and dtype_mismatch(
+            torch, args[0], returned[0], {id(a): k for a, k in zip(args[0], order) if k in wrt})
+        if wrong:
+            raise GradientDtype(wrong)
+
     own_vjp = vjp_in("test")
+    if cls is not None and overrides(torch, cls, "jvp"):
+        def jvp(u: dict, /, **kw):
+            """torch's forward mode through the Function's jvp, in the dtype under test: J u as numpy."""
+            tensors = {k: _tensor(torch, v, dtypes.get(k, run_dtype), device, False) for k, v in kw.items()}
+            return function_jvp(torch, lambda t: selected(run(t, "test"), output), tensors, u)
+        jvp.label, jvp.method = "torch's jvp", "torch_jvp"
+        own_vjp.framework_jvp = jvp
 
     def double_backward(v: dict, w, /, **kw):
         """What gradgradcheck differentiates: with G = grad(out, x, grad_outputs=w, create_graph=True),
