@@ -13,8 +13,9 @@ if os.environ.get("CI"):
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """Tests that start JAX's runtime run last: after it, a fork of this process cannot run JAX, so model
-    files are checked in fresh interpreters (slower, and blind to monkeypatches made here)."""
-    last = [i for i in items if "jax" in os.path.basename(str(i.fspath))]
+    """Tests that start JAX's runtime (their file or their name says jax) run last: after it, a fork of this
+    process cannot run JAX, so model files are checked in fresh interpreters (slower, and blind to
+    monkeypatches made here)."""
+    last = [i for i in items if "jax" in os.path.basename(str(i.fspath)) or "jax" in i.name]
     moved = {id(i) for i in last}
     items[:] = [i for i in items if id(i) not in moved] + last

@@ -167,7 +167,7 @@ def test_float32_check_takes_a_float32_gradient():
     assert r.status == "pass", r.message
 
 
-def test_custom_jvp_wrong_tangent_fails_in_forward_mode():
+def test_jax_custom_jvp_wrong_tangent_fails_in_forward_mode():
     jax = pytest.importorskip("jax")
     import jax.numpy as jnp
 
@@ -196,7 +196,7 @@ def test_custom_jvp_wrong_tangent_fails_in_forward_mode():
         check_grads(bad, (x, y), order=1, modes=["fwd"])
 
 
-def test_custom_jvp_wrong_only_in_forward_mode_fails_there():
+def test_jax_custom_jvp_wrong_only_in_forward_mode_fails_there():
     jax = pytest.importorskip("jax")
     import jax.numpy as jnp
 
