@@ -339,3 +339,16 @@ def test_assert_gradients_failures_show_the_test_not_gradcli(tmp_path, tb):
     assert frames == [], frames  # none of gradcli's machinery below assert_gradients
     if tb != "native":
         assert "testing.py" not in p.stdout
+
+
+def test_order_2_from_the_command_line_applies_where_a_check_does_not_set_it(tmp_path):
+    from cli_helpers import EXAMPLES, check, strict_json
+
+    (tmp_path / "two.py").write_text("import numpy as np, gradcli\n\n"
+                                     "@gradcli.check(x=(3,))\ndef cubes(x):\n    return np.sum(x ** 3)\n\n"
+                                     "@gradcli.check(x=(3,), order=1)\ndef squares(x):\n    return np.sum(x ** 2)\n")
+    doc = strict_json(check(tmp_path / "two.py", "--order", "2", "--json").stdout)
+    assert {c["name"]: c.get("order", 1) for c in doc["checks"]} == {"cubes": 2, "squares": 1}
+    assert all(c["status"] == "pass" for c in doc["checks"])
+    assert "second_order" in next(c for c in doc["checks"] if c["name"] == "cubes")
+    assert check(os.path.join(EXAMPLES, "mlp.py"), "--order", "3").exit_code == 2

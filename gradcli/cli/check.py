@@ -40,13 +40,16 @@ PROGRESS_AFTER_S = 1.0
 @click.option("--taylor", is_flag=True, default=False,
               help="Run the Taylor-remainder test on every check and show its fitted slope (2: right, 1: wrong; "
                    "order=2 checks also the slope with the Hessian term, 3: right).")
+@click.option("--order", type=click.IntRange(1, 2), default=None,
+              help="2: also check second order (the gradient's derivative; a framework's double backward) "
+                   "for every check that does not set order= itself.")
 @click.option("--autocast", type=click.Choice(["bf16", "fp16"]), default=None,
               help="torch checks: run forward and backward under torch.autocast in this dtype, with float32 "
                    "inputs and parameters (other checks ignore it).")
 @click.option("--timeout", type=float, default=None, metavar="SECONDS",
               help=f"Seconds one check (or one model file's import) may run before it is stopped and reported "
                    f"as an error (default {TIME_LIMIT_S:g}; also timeout in [tool.gradcli]).")
-def check(paths, pattern, as_json, junit, mode, seed, rtol, atol, taylor, autocast, timeout):
+def check(paths, pattern, as_json, junit, mode, seed, rtol, atol, taylor, order, autocast, timeout):
     """Run the checks that model files register with @gradcli.check.
 
     Each PATH is a model file or a folder of them.
@@ -81,6 +84,8 @@ def check(paths, pattern, as_json, junit, mode, seed, rtol, atol, taylor, autoca
             cli_defaults["taylor"] = True
         if autocast:
             cli_defaults["autocast"] = autocast
+        if order is not None:
+            cli_defaults["order"] = order
         defaults = {**session.load_defaults(paths[0]), **cli_defaults}
     except BadInput as exc:
         _refuse(exc, as_json, junit_path)
