@@ -57,7 +57,7 @@ def test_every_expression_command_takes_a_leading_minus():
 
 
 @pytest.mark.parametrize("args, token", [(["--x**2", "--at", "x=1"], "--x**2"),
-                                         (["-m*x", "--at", "m=2", "--at", "x=1"], "-m*x")])
+                                         (["--m*x", "--at", "m=2", "--at", "x=1"], "--m*x")])
 def test_an_expression_read_as_an_option_gets_a_hint_that_works(args, token):
     r = cli("grad", *args)
     assert r.exit_code == 2 and r.stdout == ""
@@ -66,6 +66,15 @@ def test_an_expression_read_as_an_option_gets_a_hint_that_works(args, token):
     fixed = cli("grad", "--", token, *rest, "--json")
     assert fixed.exit_code == 0, fixed.output
     assert strict_json(fixed.stdout)["expression"] == token
+
+
+def test_an_expression_that_starts_like_a_short_option_is_the_expression():
+    # -m is --method, but no method list holds an operator: -m*x is the expression
+    r = cli("grad", "-m*x", "--at", "m=2", "--at", "x=3", "--json")
+    assert r.exit_code == 0, r.output
+    assert strict_json(r.stdout)["expression"] == "-m*x"
+    assert strict_json(cli("grad", "x**2", "-mforward", "--at", "x=3", "--json").stdout)["methods"].keys() == {
+        "forward"}
 
 
 def test_an_unknown_option_that_is_no_expression_gets_no_hint():

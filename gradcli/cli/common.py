@@ -85,7 +85,9 @@ class ExpressionCommand(JsonCommand):
                 i += 2
                 continue
             name = token.partition("=")[0] if token.startswith("--") else token[:2]
-            if token in flags or name in takes_value:
+            # -m*x is the expression -m*x: no option value holds an operator (-mforward is an option)
+            arithmetic = not token.startswith("--") and any(c in token[2:] for c in "*/^()+")
+            if (token in flags or name in takes_value) and not arithmetic:
                 # an option; its value is the next token unless attached (--rtol=-1, -mforward)
                 attached = "=" in token if token.startswith("--") else len(token) > 2
                 step = 1 if token in flags or attached else 2
