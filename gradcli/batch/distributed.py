@@ -9,6 +9,7 @@ same version) and nothing else.
 """
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections import deque
@@ -70,6 +71,9 @@ def _check_address(address: str, distributed) -> None:
 
 
 def close(client) -> None:
+    # a run stopped by a signal leaves futures of the client's own event loop that time out as it closes;
+    # asyncio would print each ("Future exception was never retrieved") after gradcli's one line
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     try:
         client.close(timeout=CONNECT_TIMEOUT)
     except (OSError, TimeoutError):  # the scheduler is gone already
