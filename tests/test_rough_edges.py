@@ -361,3 +361,10 @@ def test_order_2_from_the_command_line_applies_where_a_check_does_not_set_it(tmp
     assert all(c["status"] == "pass" for c in doc["checks"])
     assert "second_order" in next(c for c in doc["checks"] if c["name"] == "cubes")
     assert check(os.path.join(EXAMPLES, "mlp.py"), "--order", "3").exit_code == 2
+
+
+def test_the_json_error_document_carries_the_expression_hint_too():
+    r = cli("grad", "--x**2", "--at", "x=1", "--json")
+    assert r.exit_code == 2
+    doc = strict_json(r.stdout)
+    assert doc["status"] == "error" and "put it after --: gradcli grad -- '--x**2'" in doc["error"]

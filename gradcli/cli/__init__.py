@@ -13,7 +13,6 @@ import ast
 import importlib
 import importlib.util
 import re
-import shlex
 import sys
 
 import click
@@ -73,33 +72,6 @@ def summary(help_text: str, limit: int) -> str:
     return click.Command("", help=help_text).get_short_help_str(limit)
 
 
-#: what an option name cannot hold but an expression may (``-x**2``, ``--x*y``, ``-(x+1)``)
-_EXPRESSION_CHARS = re.compile(r"[^\w=-]")
-
-
-def expression_hint(exc: click.UsageError, args: list) -> str:
-    """For a command whose argument is an expression: when its error (an unknown option, a missing
-    EXPR) comes from an expression that starts with '-' and was read as an option, the sentence that
-    says to put the expression after ``--``; else ""."""
-    command = exc.ctx.command if exc.ctx is not None else None
-    if command is None or not any(isinstance(p, click.Argument) and p.name == "expr" for p in command.params):
-        return ""
-    if isinstance(exc, click.NoSuchOption):
-        token = next((a for a in args if a == exc.option_name or a.startswith(exc.option_name)), exc.option_name)
-        # `--bogus` is a mistyped option; `--x**2` or a lone `-x` can only be an expression
-        if token.startswith("--") and not _EXPRESSION_CHARS.search(token.lstrip("-")):
-            return ""
-    elif isinstance(exc, click.MissingParameter) and exc.param is not None and exc.param.name == "expr":
-        # `-m*x`: the option -m with the value *x, and no expression left
-        token = next((a for a in args if a.startswith("-") and not a.startswith("--") and len(a) > 2), None)
-        if token is None:
-            return ""
-    else:
-        return ""
-    return (f"If {token} is the expression, put it after --: {exc.ctx.command_path} -- {shlex.quote(token)} "
-            "(options may come before or after it).")
-
-
 def _stopped():
     """Leave after a stop signal: temporary files removed, one line, exit 128 + the signal."""
     with stops_deferred():  # a second signal must not cut this short
@@ -137,20 +109,10 @@ class LazyGroup(click.Group):
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx):
-        # the command and its arguments, before the command parses them (click >= 8.2 keeps the first
-        # ones as _protected_args, earlier versions as protected_args)
-        protected = getattr(ctx, "_protected_args", None)
-        args = [*(ctx.protected_args if protected is None else protected), *ctx.args]
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
             _stopped()
-        except click.UsageError as exc:
-            hint = expression_hint(exc, args[1:])
-            if hint:
-                # MissingParameter puts its message after its own text, on the same line
-                exc.message = (exc.message + "\n" if exc.message else "") + hint
-            raise
 
     def list_commands(self, ctx):
         return sorted(COMMANDS)

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import sys
 
 import click
@@ -39,6 +41,33 @@ def fail(err: BadInput, as_json: bool = False):
     sys.exit(exit_code("bad_input"))
 
 
+#: what an option name cannot hold but an expression may (``-x**2``, ``--x*y``, ``-(x+1)``)
+_EXPRESSION_CHARS = re.compile(r"[^\w=-]")
+
+
+def expression_hint(exc: click.UsageError, args: list) -> str:
+    """For a command whose argument is an expression: when its error (an unknown option, a missing
+    EXPR) comes from an expression that starts with '-' and was read as an option, the sentence that
+    says to put the expression after ``--``; else ""."""
+    command = exc.ctx.command if exc.ctx is not None else None
+    if command is None or not any(isinstance(p, click.Argument) and p.name == "expr" for p in command.params):
+        return ""
+    if isinstance(exc, click.NoSuchOption):
+        token = next((a for a in args if a == exc.option_name or a.startswith(exc.option_name)), exc.option_name)
+        # `--bogus` is a mistyped option; `--x**2` or a lone `-x` can only be an expression
+        if token.startswith("--") and not _EXPRESSION_CHARS.search(token.lstrip("-")):
+            return ""
+    elif isinstance(exc, click.MissingParameter) and exc.param is not None and exc.param.name == "expr":
+        # `-m*x`: the option -m with the value *x, and no expression left
+        token = next((a for a in args if a.startswith("-") and not a.startswith("--") and len(a) > 2), None)
+        if token is None:
+            return ""
+    else:
+        return ""
+    return (f"If {token} is the expression, put it after --: {exc.ctx.command_path} -- {shlex.quote(token)} "
+            "(options may come before or after it).")
+
+
 class JsonCommand(click.Command):
     """A command whose own usage errors (``--rtol abc``, a missing EXPR) still honour ``--json``:
     click reports them on stderr as usual, and stdout gets the error document, so that a pipeline
@@ -46,9 +75,13 @@ class JsonCommand(click.Command):
 
     def parse_args(self, ctx, args):
         options = args[:args.index("--")] if "--" in args else list(args)  # click consumes args
+        given = list(args)
         try:
             return super().parse_args(ctx, args)
         except click.UsageError as exc:
+            hint = expression_hint(exc, given)
+            if hint:  # MissingParameter puts its message after its own text, on the same line
+                exc.message = (exc.message + "\n" if exc.message else "") + hint
             if "--json" in options:
                 click.echo(error_document(exc.format_message()))
             raise
