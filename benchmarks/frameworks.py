@@ -29,7 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "checks"))
 import torch  # noqa: E402
-from torch_corpus import CASES, gradcheck  # noqa: E402
+from torch_corpus import (  # noqa: E402
+    CASES, Cube, CubeDetachedGradOut, CubeDetachedX, CubeWGradNoGrad, SinMul, SinMulJvpDropsW, SinMulJvpSign, gradcheck)
 
 from gradcli.checks.registry import build_spec  # noqa: E402
 from gradcli.checks.runner import run_check  # noqa: E402
@@ -192,78 +193,6 @@ def jax_section(args) -> None:
 
 
 
-class _Cube(torch.autograd.Function):
-    """y_i = sum_j x_ij^3 w_j: second derivatives in x, and across x and w."""
-
-    @staticmethod
-    def forward(ctx, x, w):
-        ctx.save_for_backward(x, w)
-        return (x ** 3 * w).sum(-1)
-
-    @staticmethod
-    def backward(ctx, g):
-        x, w = ctx.saved_tensors
-        return g[:, None] * 3 * x ** 2 * w, (g[:, None] * x ** 3).sum(0)
-
-
-class _CubeDetachedX(_Cube):
-    @staticmethod
-    def backward(ctx, g):
-        x, w = ctx.saved_tensors
-        return g[:, None] * 3 * x.detach() ** 2 * w, (g[:, None] * x ** 3).sum(0)
-
-
-class _CubeNoGradW(_Cube):
-    @staticmethod
-    def backward(ctx, g):
-        x, w = ctx.saved_tensors
-        with torch.no_grad():
-            gw = (g[:, None] * x ** 3).sum(0)
-        return g[:, None] * 3 * x ** 2 * w, gw
-
-
-class _CubeConstantCotangent(_Cube):
-    @staticmethod
-    def backward(ctx, g):
-        x, w = ctx.saved_tensors
-        g = g.detach()
-        return g[:, None] * 3 * x ** 2 * w, (g[:, None] * x ** 3).sum(0)
-
-
-class _SinMul(torch.autograd.Function):
-    """y = sin(x) w with its forward rule."""
-
-    @staticmethod
-    def forward(ctx, x, w):
-        ctx.save_for_backward(x, w)
-        ctx.save_for_forward(x, w)
-        return torch.sin(x) * w
-
-    @staticmethod
-    def backward(ctx, g):
-        x, w = ctx.saved_tensors
-        return g * torch.cos(x) * w, g * torch.sin(x)
-
-    @staticmethod
-    def jvp(ctx, dx, dw):
-        x, w = ctx.saved_tensors
-        return torch.cos(x) * w * dx + torch.sin(x) * dw
-
-
-class _SinMulJvpDropsW(_SinMul):
-    @staticmethod
-    def jvp(ctx, dx, dw):
-        x, w = ctx.saved_tensors
-        return torch.cos(x) * w * dx
-
-
-class _SinMulJvpSign(_SinMul):
-    @staticmethod
-    def jvp(ctx, dx, dw):
-        x, w = ctx.saved_tensors
-        return -torch.cos(x) * w * dx + torch.sin(x) * dw
-
-
 def _side_by_side(title: str, rows: list, theirs_name: str) -> None:
     """rows: (name, buggy, gradcli status, gradcli s, theirs verdict, theirs s)."""
     print(f"\n{title}\n")
@@ -288,11 +217,11 @@ def order2_and_forward_section(cases) -> None:
     from torch_corpus import Case, gradcheck_call
 
     cube = {"x": (3, 4), "w": (4,)}
-    mine = [("cube", _Cube, cube, False), ("cube_detached_saved_x", _CubeDetachedX, cube, True),
-            ("cube_no_grad_w", _CubeNoGradW, cube, True), ("cube_constant_cotangent", _CubeConstantCotangent, cube,
+    mine = [("cube", Cube, cube, False), ("cube_detached_saved_x", CubeDetachedX, cube, True),
+            ("cube_no_grad_w", CubeWGradNoGrad, cube, True), ("cube_constant_cotangent", CubeDetachedGradOut, cube,
                                                             True)]
-    for cls in (_Cube, _SinMul):  # the first order-2 and forward-mode runs load torch code: no one's time
-        run_check(build_spec(cls.apply, x=(3, 4), w=(4,) if cls is _Cube else (3, 4), order=2), {})
+    for cls in (Cube, SinMul):  # the first order-2 and forward-mode runs load torch code: no one's time
+        run_check(build_spec(cls.apply, x=(3, 4), w=(4,) if cls is Cube else (3, 4), order=2), {})
     rows = []
     jobs = [(c.name, c.target, c.inputs, c.options, False) for c in cases if not c.buggy]
     jobs += [(n, (lambda cls=cls: cls.apply), inp, {}, bug) for n, cls, inp, bug in mine]
@@ -309,8 +238,8 @@ def order2_and_forward_section(cases) -> None:
 
     rows = []
     pair = {"x": (3, 4), "w": (3, 4)}
-    for name, cls, bug in (("sin_mul", _SinMul, False), ("sin_mul_jvp_drops_w", _SinMulJvpDropsW, True),
-                           ("sin_mul_jvp_sign", _SinMulJvpSign, True)):
+    for name, cls, bug in (("sin_mul", SinMul, False), ("sin_mul_jvp_drops_w", SinMulJvpDropsW, True),
+                           ("sin_mul_jvp_sign", SinMulJvpSign, True)):
         t0 = time.perf_counter()
         ours = run_check(build_spec(cls.apply, **pair), {}).status
         ours_s = time.perf_counter() - t0

@@ -8,6 +8,8 @@ from gradcli.checks.runner import run_check
 
 torch = pytest.importorskip("torch")
 
+from torch_corpus import SinMul, SinMulJvpDropsW  # noqa: E402 - needs torch
+
 
 def run(fn, **kw):
     return run_check(build_spec(fn, **kw), {})
@@ -18,35 +20,6 @@ def torch_says(cls, *shapes, **kw) -> bool:
     g = torch.Generator().manual_seed(3)
     xs = [torch.randn(*s, generator=g, dtype=torch.float64, requires_grad=True) for s in shapes]
     return torch.autograd.gradcheck(cls.apply, xs, raise_exception=False, **kw)
-
-
-class Mul(torch.autograd.Function):
-    """y = sin(x) * w, with its forward rule: dy = cos(x) w dx + sin(x) dw."""
-
-    @staticmethod
-    def forward(ctx, x, w):
-        ctx.save_for_backward(x, w)
-        ctx.save_for_forward(x, w)
-        return torch.sin(x) * w
-
-    @staticmethod
-    def backward(ctx, g):
-        x, w = ctx.saved_tensors
-        return g * torch.cos(x) * w, g * torch.sin(x)
-
-    @staticmethod
-    def jvp(ctx, dx, dw):
-        x, w = ctx.saved_tensors
-        return torch.cos(x) * w * dx + torch.sin(x) * dw
-
-
-class MulJvpDropsW(Mul):
-    """The forward rule forgets the tangent of w; the backward is right."""
-
-    @staticmethod
-    def jvp(ctx, dx, dw):
-        x, w = ctx.saved_tensors
-        return torch.cos(x) * w * dx
 
 
 class Square(torch.autograd.Function):
@@ -102,15 +75,15 @@ class ExpFloat32Grad(Exp):
 
 
 def test_correct_function_jvp_passes_forward_mode():
-    r = run(Mul, inputs={"x": (3, 2), "w": (3, 2)})
+    r = run(SinMul, inputs={"x": (3, 2), "w": (3, 2)})
     assert r.status == "pass", r.message
     assert "forward mode: torch's jvp agrees" in r.message
     assert r.methods["torch_jvp"].status == "ok"
-    assert torch_says(Mul, (3, 2), (3, 2), check_forward_ad=True)
+    assert torch_says(SinMul, (3, 2), (3, 2), check_forward_ad=True)
 
 
 def test_wrong_jvp_fails_naming_forward_mode_where_reverse_mode_passes():
-    r = run(MulJvpDropsW, inputs={"x": (3, 2), "w": (3, 2)})
+    r = run(SinMulJvpDropsW, inputs={"x": (3, 2), "w": (3, 2)})
     assert r.status == "fail"
     assert r.message.startswith("forward mode (torch's jvp) disagrees with finite differences along random tangent")
     assert r.methods["torch_jvp"].status == "mismatch"
@@ -118,8 +91,8 @@ def test_wrong_jvp_fails_naming_forward_mode_where_reverse_mode_passes():
     assert m.input == "J u" and m.direction is not None and len(m.output_index) == 2
     assert abs(m.got - m.expected) > 1e-3 * abs(m.expected)
     # torch agrees: reverse mode is right, forward mode is not
-    assert torch_says(MulJvpDropsW, (3, 2), (3, 2))
-    assert not torch_says(MulJvpDropsW, (3, 2), (3, 2), check_forward_ad=True)
+    assert torch_says(SinMulJvpDropsW, (3, 2), (3, 2))
+    assert not torch_says(SinMulJvpDropsW, (3, 2), (3, 2), check_forward_ad=True)
 
 
 def test_setup_context_style_jvp_is_checked_both_ways():
@@ -152,7 +125,7 @@ def test_float32_gradient_for_float64_input_fails_naming_dtypes():
 
 
 def test_gradient_dtype_names_the_input_among_several():
-    class MulHalfW(Mul):
+    class MulHalfW(SinMul):
         @staticmethod
         def backward(ctx, g):
             x, w = ctx.saved_tensors

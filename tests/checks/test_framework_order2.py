@@ -9,49 +9,11 @@ from gradcli.core.errors import BadInput
 
 torch = pytest.importorskip("torch")
 
+from torch_corpus import Cube, CubeDetachedGradOut, CubeDetachedX, CubeWGradNoGrad  # noqa: E402 - needs torch
+
 
 def run(fn, **kw):
     return run_check(build_spec(fn, **kw), {})
-
-
-class Cube(torch.autograd.Function):
-    """y_i = sum_j x_ij^3 w_j: second derivatives in x, and across x and w."""
-
-    @staticmethod
-    def forward(ctx, x, w):
-        ctx.save_for_backward(x, w)
-        return (x ** 3 * w).sum(-1)
-
-    @staticmethod
-    def backward(ctx, g):
-        x, w = ctx.saved_tensors
-        return g[:, None] * 3 * x ** 2 * w, (g[:, None] * x ** 3).sum(0)
-
-
-class CubeDetachedX(Cube):
-    @staticmethod
-    def backward(ctx, g):
-        x, w = ctx.saved_tensors
-        return g[:, None] * 3 * x.detach() ** 2 * w, (g[:, None] * x ** 3).sum(0)
-
-
-class CubeWGradNoGrad(Cube):
-    """The gradient for w computed under no_grad: right at first order, its derivative along x is lost."""
-
-    @staticmethod
-    def backward(ctx, g):
-        x, w = ctx.saved_tensors
-        with torch.no_grad():
-            gw = (g[:, None] * x ** 3).sum(0)
-        return g[:, None] * 3 * x ** 2 * w, gw
-
-
-class CubeDetachedGradOut(Cube):
-    @staticmethod
-    def backward(ctx, g):
-        x, w = ctx.saved_tensors
-        g = g.detach()
-        return g[:, None] * 3 * x ** 2 * w, (g[:, None] * x ** 3).sum(0)
 
 
 class CubeOnce(Cube):

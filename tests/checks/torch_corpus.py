@@ -411,3 +411,83 @@ def gradcheck(case: Case, dtype=torch.float64, fast_mode=False) -> bool:
             return bool(torch.autograd.gradcheck(f, tensors, raise_exception=False, fast_mode=fast_mode))
     except RuntimeError:
         return False
+
+
+# --- second order and forward mode: rules the order-2 and forward-mode tests and benchmarks/frameworks.py
+# share (a torch Function each; the bugs are right at first order) ---------------------------------------
+
+class Cube(torch.autograd.Function):
+    """y_i = sum_j x_ij^3 w_j: second derivatives in x, and across x and w."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return (x ** 3 * w).sum(-1)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        return g[:, None] * 3 * x ** 2 * w, (g[:, None] * x ** 3).sum(0)
+
+
+class CubeDetachedX(Cube):
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        return g[:, None] * 3 * x.detach() ** 2 * w, (g[:, None] * x ** 3).sum(0)
+
+
+class CubeWGradNoGrad(Cube):
+    """The gradient for w computed under no_grad: right at first order, its derivative along x is lost."""
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        with torch.no_grad():
+            gw = (g[:, None] * x ** 3).sum(0)
+        return g[:, None] * 3 * x ** 2 * w, gw
+
+
+class CubeDetachedGradOut(Cube):
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        g = g.detach()
+        return g[:, None] * 3 * x ** 2 * w, (g[:, None] * x ** 3).sum(0)
+
+
+class SinMul(torch.autograd.Function):
+    """y = sin(x) * w, with its forward rule: dy = cos(x) w dx + sin(x) dw."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        ctx.save_for_forward(x, w)
+        return torch.sin(x) * w
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        return g * torch.cos(x) * w, g * torch.sin(x)
+
+    @staticmethod
+    def jvp(ctx, dx, dw):
+        x, w = ctx.saved_tensors
+        return torch.cos(x) * w * dx + torch.sin(x) * dw
+
+
+class SinMulJvpDropsW(SinMul):
+    """The forward rule forgets the tangent of w; the backward is right."""
+
+    @staticmethod
+    def jvp(ctx, dx, dw):
+        x, w = ctx.saved_tensors
+        return torch.cos(x) * w * dx
+
+
+class SinMulJvpSign(SinMul):
+    @staticmethod
+    def jvp(ctx, dx, dw):
+        x, w = ctx.saved_tensors
+        return -torch.cos(x) * w * dx + torch.sin(x) * dw
+
