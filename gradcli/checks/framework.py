@@ -52,7 +52,17 @@ def validate(fn, framework: str, inputs: dict, options: dict, grad=None, vjp=Non
                        "second derivatives)")
     if options.get("with_grad"):
         raise BadInput(f"with_grad=True does not apply to a {framework} check ({framework}'s gradients are checked)")
+    refuse_torch_options(options, framework)
     target.validate(fn, inputs, options)
+
+
+def refuse_torch_options(options: dict, framework: str) -> None:
+    """``device=`` and ``autocast=`` are torch's: BadInput where a check of another framework sets them
+    itself (from ``[tool.gradcli]`` or the command line they apply to the torch checks only)."""
+    if framework != "torch":
+        for key in ("device", "autocast"):
+            if options.get(key) is not None:
+                raise BadInput(f"{key}= applies to torch checks only")
 
 
 def functions(spec, opts: dict, inputs: dict):

@@ -51,9 +51,6 @@ def validate(fn, inputs: dict, options: dict) -> None:
     """Raise BadInput for what a jax check cannot take."""
     if not callable(fn):
         raise BadInput(f"framework='jax' takes a function of jax arrays, got {type(fn).__name__}")
-    for key in ("device", "autocast"):
-        if options.get(key) is not None:
-            raise BadInput(f"{key}= applies to torch checks only")
     bind(_parameters(fn), list(inputs), display_name(fn))
 
 

@@ -104,9 +104,7 @@ def _register_function(fn, grad, vjp, inputs, options, where, reg, hvp=None):
     else:
         if options.get("dtype") is not None and options["dtype"] not in DTYPES:
             raise BadInput(f"dtype must be float64 or float32 for a numpy check, got {options['dtype']!r}")
-        for key in ("device", "autocast"):
-            if options.get(key) is not None:
-                raise BadInput(f"{key}= applies to torch checks only")
+        frameworks.refuse_torch_options(options, framework)
         _check_names(fn, inputs, options)
     spec = CheckSpec(name=name, fn=fn, file=where[0], line=where[1],
                      inputs=dict(inputs), options=dict(options), grad=grad, vjp=vjp, hvp=hvp)

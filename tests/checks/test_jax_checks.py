@@ -308,3 +308,10 @@ def test_a_process_that_started_jax_runs_model_files_in_fresh_interpreters(tmp_p
     res = check(tmp_path / "slow.py", "--json", "--timeout", "2")
     doc = strict_json(res.stdout)
     assert doc["checks"][0]["status"] == "error" and "2 s" in doc["checks"][0]["message"], doc
+
+
+def test_torchs_options_from_the_project_or_command_line_leave_jax_checks_alone():
+    spec = build_spec(softplus, x=(5,))
+    assert run_check(spec, {"autocast": "bf16", "device": "cuda"}).status == "pass"  # --autocast, [tool.gradcli]
+    with pytest.raises(BadInput, match="applies to torch checks only"):
+        build_spec(softplus, x=(5,), autocast="bf16")  # set on the check itself: refused
