@@ -226,6 +226,21 @@ def test_save_into_a_missing_folder(tmp_path):
     assert r.exit_code == 2 and "no such folder" in r.stderr
 
 
+def test_save_refuses_a_fifo_or_a_device_and_writes_a_symlinks_target(tmp_path):
+    os.mkfifo(tmp_path / "fifo.png")
+    (tmp_path / "null.svg").symlink_to("/dev/null")
+    for name in ("fifo.png", "null.svg"):
+        r = run("steps", "exp(x)", "--at", "x=1", "--save", str(tmp_path / name))
+        assert r.exit_code == 2 and r.stdout == ""
+        assert r.stderr.strip() == f"error: --save {tmp_path / name}: not a regular file (refusing to replace it)"
+    (tmp_path / "pics").mkdir()
+    (tmp_path / "latest.png").symlink_to(tmp_path / "pics" / "p.png")
+    assert run("plot", "sin(x)", "--x", "-3:3", "--save", str(tmp_path / "latest.png")).exit_code == 0
+    assert (tmp_path / "latest.png").is_symlink()
+    assert (tmp_path / "pics" / "p.png").read_bytes().startswith(PNG_SIGNATURE)
+    assert sorted(os.listdir(tmp_path)) == ["fifo.png", "latest.png", "null.svg", "pics"]
+
+
 def test_a_failed_write_leaves_nothing(tmp_path, monkeypatch):
     from matplotlib.figure import Figure
 

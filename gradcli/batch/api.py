@@ -138,7 +138,8 @@ def run_prepared(graph, source, info, warnings, *, expr, methods, rtol, atol, dt
     try:
         if dask is not None:
             client, owned = distributed.connect(dask)
-        writer = OutWriter(out, graph.variables, len(graph.outputs), source.n) if out is not None else None
+        writer = OutWriter(out, graph.variables, len(graph.outputs), source.n,
+                           inputs=[info["points_file"]] if "points_file" in info else ()) if out is not None else None
         report = run_batch(graph, source, expression=expr, methods=selected, rtol=rtol, atol=atol,
                            timeout=timeout if timeout else None, device=device, dtype=dtype, chunk=chunk,
                            out=writer, progress=progress, worst=worst, warnings=warnings, source_info=info,

@@ -18,7 +18,7 @@ import numpy as np
 
 from gradcli.core.assignments import split_top_level
 from gradcli.core.errors import BadInput
-from gradcli.core.files import PendingFile, atomic_write, pending_directory, remove_directory
+from gradcli.core.files import PendingFile, atomic_write, output_target, pending_directory, remove_directory
 
 
 @dataclass(frozen=True)
@@ -307,29 +307,26 @@ class OutWriter:
     failure (``abort``) the temporary files are removed and the old file is untouched.
     """
 
-    def __init__(self, path: str, variables, n_outputs: int, n_points: int):
+    def __init__(self, path: str, variables, n_outputs: int, n_points: int, inputs=()):
         if not path:
             raise BadInput("--out needs a file name (.npz or .csv)")
         ext = os.path.splitext(path)[1].lower()
         if ext not in (".npz", ".csv"):
             raise BadInput(f"--out {path}: unknown file type {ext or '(none)'!r}; use .npz or .csv")
-        directory = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(directory):
-            raise BadInput(f"--out {path}: no such directory {directory}")
-        if os.path.isdir(path):
-            raise BadInput(f"--out {path}: is a folder")
+        # the user's name in the report and messages; the file replaced is a symlink's target
         self.path, self.ext = path, ext
+        self._target = target = output_target(path, "--out", inputs, "the points file")
         self.variables, self.m, self.n = tuple(variables), n_outputs, n_points
         self._done = 0
         self._csv = self._dir = None
         try:
             if ext == ".csv":
-                self._csv = PendingFile(path, "w", newline="")
+                self._csv = PendingFile(target, "w", newline="")
                 fs, grads = out_columns(self.variables, n_outputs)
                 self._csv.file.write(",".join([*self.variables, *fs, *grads]) + "\n")
             else:
                 # columns too large for memory stay on disk (memory maps) until they are zipped
-                self._dir = pending_directory(path)
+                self._dir = pending_directory(target)
                 def mm(name, shape):
                     where = os.path.join(self._dir, name + ".npy")
                     arr = np.lib.format.open_memmap(where, mode="w+", dtype=np.float64, shape=shape)
@@ -378,7 +375,7 @@ class OutWriter:
                       "value": self._values[:, 0] if scalar else self._values}
             for k, v in enumerate(self.variables):
                 arrays[f"grad_{v}"] = self._jac[:, 0, k] if scalar else self._jac[:, :, k]
-            with atomic_write(self.path, "wb") as fh:
+            with atomic_write(self._target, "wb") as fh:
                 np.savez(fh, **arrays)
         finally:
             self._cleanup_dir()

@@ -8,11 +8,42 @@ between any two bytecodes, and wherever it lands, either the unwinding code or
 from __future__ import annotations
 
 import os
+import stat
 from contextlib import contextmanager
+
+from gradcli.core.errors import BadInput
 
 #: temporary files and folders that exist (or are about to) and have been neither published nor removed:
 #: path -> ("file" | "dir", the process that made it: a forked child inherits the record, not the files)
 _PENDING: dict = {}
+
+
+def output_target(path: str, option: str, inputs=(), inputs_are: str = "one of the files being checked") -> str:
+    """The file an output option (``--junit``, ``--out``, ``--save``) replaces: ``path``, or a symlink's
+    target (the link itself is kept, as a user who points ``latest.xml`` somewhere expects).
+
+    Raises BadInput for a folder, anything but a regular file (a device, a fifo: ``/dev/null`` must not
+    become a file, and a fifo would be swapped for one), a link that leads nowhere (a loop), a place
+    whose folder does not exist, and any of ``inputs`` (the files the run reads, compared as files, so
+    that a link or a hard link to one is refused too; ``inputs_are`` names them in the message)."""
+    real = os.path.realpath(path)
+    if os.path.isdir(real):
+        raise BadInput(f"{option} {path}: is a folder, not a file")
+    if os.path.lexists(real) and not os.path.exists(real):  # realpath stops inside a loop of links
+        raise BadInput(f"{option} {path}: a symlink that leads nowhere (a loop)")
+    if os.path.exists(real) and not stat.S_ISREG(os.stat(real).st_mode):
+        raise BadInput(f"{option} {path}: not a regular file (refusing to replace it)")
+    if not os.path.isdir(os.path.dirname(real)):
+        raise BadInput(f"{option} {path}: no such folder {os.path.dirname(real)}")
+    if os.path.exists(real):
+        for p in inputs:
+            try:
+                same = os.path.samefile(real, p)
+            except OSError:
+                same = os.path.realpath(p) == real
+            if same:
+                raise BadInput(f"{option} {path}: is {inputs_are} (refusing to overwrite it)")
+    return real
 
 
 def _beside(path: str, kind: str, create) -> str:

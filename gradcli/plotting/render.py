@@ -11,7 +11,7 @@ import os
 import numpy as np
 
 from gradcli.core.errors import BadInput
-from gradcli.core.files import atomic_write
+from gradcli.core.files import atomic_write, output_target
 from gradcli.plotting.data import PlotData, StepData, segments
 
 SAVE_FORMATS = {".png": "png", ".svg": "svg"}
@@ -32,17 +32,13 @@ def need(module: str, command: str):
                        f"({module.split('.')[0]} is not installed)") from None
 
 
-def check_save_path(path: str) -> str:
-    """The file format for ``--save PATH``, before any work is done; BadInput for anything else."""
+def check_save_path(path: str) -> tuple[str, str]:
+    """The file format for ``--save PATH`` and the file it replaces
+    (:func:`gradcli.core.files.output_target`), before any work is done; BadInput for anything else."""
     fmt = SAVE_FORMATS.get(os.path.splitext(path)[1].lower())
     if fmt is None:
         raise BadInput("--save: use .png or .svg")
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise BadInput(f"--save: no such folder {directory}")
-    if os.path.isdir(path):
-        raise BadInput(f"--save: {path} is a folder")
-    return fmt
+    return fmt, output_target(path, "--save")
 
 
 # --- terminal ----------------------------------------------------------------------------------------
@@ -233,7 +229,7 @@ def _figure(command: str):
 
 def plot_file(data: PlotData, path: str, title: str, labels: list) -> None:
     """The function and its derivative as a PNG or SVG file, written atomically."""
-    fmt = check_save_path(path)
+    fmt, target = check_save_path(path)
     Figure = _figure("plot")
     fig = Figure(figsize=(8, 6.5), layout="constrained")
     ax_f, ax_d = fig.subplots(2, 1, sharex=True)
@@ -253,12 +249,12 @@ def plot_file(data: PlotData, path: str, title: str, labels: list) -> None:
     ax_d.set_title(_derivative_title(data), fontsize="medium")
     ax_d.set_xlabel(data.variable + (f" (×{_unit_text(x_unit)})" if x_unit != 1 else ""))
     ax_d.set_xlim(float(data.x[0] / x_unit), float(data.x[-1] / x_unit))
-    _save(fig, path, fmt)
+    _save(fig, target, fmt)
 
 
 def steps_file(data: StepData, path: str, title: str) -> None:
     """The error-against-step picture as a PNG or SVG file, written atomically."""
-    fmt = check_save_path(path)
+    fmt, target = check_save_path(path)
     Figure = _figure("steps")
     fig = Figure(figsize=(8, 5.5), layout="constrained")
     ax = fig.subplots()
@@ -283,7 +279,7 @@ def steps_file(data: StepData, path: str, title: str) -> None:
     ax.set_title(title)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(loc="best", fontsize="small")
-    _save(fig, path, fmt)
+    _save(fig, target, fmt)
 
 
 def _save(fig, path: str, fmt: str) -> None:

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 import xml.etree.ElementTree as ET
 
 from gradcli.checks.result import CheckReport
-from gradcli.core.errors import BadInput
-from gradcli.core.files import atomic_write
+from gradcli.core.files import atomic_write, output_target
 from gradcli.render.check import result_text
 
 # XML 1.0 cannot hold most control characters, even escaped; a user's message may contain them
@@ -68,27 +66,9 @@ def junit_xml(report: CheckReport, seconds: float = 0.0) -> str:
 
 
 def junit_target(path: str, inputs=()) -> str:
-    """The file ``--junit PATH`` writes: PATH, or a symlink's target (the link itself is kept).
-
-    Raises BadInput for a folder, anything but a regular file (a device, a fifo: ``/dev/null`` must not
-    become a file), a place whose folder does not exist, and any of ``inputs`` (the model files being
-    checked, compared as files, so a link or a hard link to one is refused too)."""
-    real = os.path.realpath(path)
-    if os.path.isdir(real):
-        raise BadInput(f"--junit {path}: is a folder, not a file")
-    if os.path.exists(real) and not stat.S_ISREG(os.stat(real).st_mode):
-        raise BadInput(f"--junit {path}: not a regular file (refusing to replace it)")
-    if not os.path.isdir(os.path.dirname(real)):
-        raise BadInput(f"--junit {path}: not a file in an existing folder")
-    if os.path.exists(real):
-        for p in inputs:
-            try:
-                same = os.path.samefile(real, p)
-            except OSError:
-                same = os.path.realpath(p) == real
-            if same:
-                raise BadInput(f"--junit {path}: is one of the files being checked (refusing to overwrite it)")
-    return real
+    """The file ``--junit PATH`` writes (:func:`gradcli.core.files.output_target`, the rule every output
+    option shares); ``inputs`` are the model files being checked."""
+    return output_target(path, "--junit", inputs)
 
 
 def write_atomic(path: str, text: str) -> None:

@@ -318,7 +318,7 @@ def test_bad_points_files_are_bad_input(tmp_path):
 def test_out_writer_rejects_unknown_types(tmp_path):
     with pytest.raises(gradcli.BadInput, match="unknown file type"):
         OutWriter(str(tmp_path / "g.json"), ("x",), 1, 3)
-    with pytest.raises(gradcli.BadInput, match="no such directory"):
+    with pytest.raises(gradcli.BadInput, match="no such folder"):
         OutWriter(str(tmp_path / "missing" / "g.csv"), ("x",), 1, 3)
 
 

@@ -169,6 +169,49 @@ def test_out_to_a_folder_is_refused_before_the_run(tmp_path):
     assert os.listdir(tmp_path) == ["d.npz"] and os.listdir(tmp_path / "d.npz") == []
 
 
+@pytest.mark.parametrize("ext", ["csv", "npz"])
+def test_out_through_a_symlink_writes_the_target_and_keeps_the_link(tmp_path, ext):
+    (tmp_path / "runs").mkdir()
+    target = tmp_path / "runs" / f"real.{ext}"
+    target.write_text("old")
+    link = tmp_path / f"latest.{ext}"
+    link.symlink_to(target)
+    r = grad("x**2", "--batch", 20, "--domain", "x=0:1", "--out", link, "--json")
+    assert r.exit_code == 0, r.stderr
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert strict_json(r.stdout)["out"] == str(link)  # the name the user gave
+    if ext == "csv":
+        assert target.read_text().splitlines()[0] == "x,f,df/dx" and len(target.read_text().splitlines()) == 21
+    else:
+        with np.load(target) as z:
+            np.testing.assert_array_equal(z["grad_x"], 2 * z["points"][:, 0])
+    assert sorted(os.listdir(tmp_path)) == ["latest." + ext, "runs"]
+    assert os.listdir(tmp_path / "runs") == [f"real.{ext}"]  # no temporary file left
+
+
+@pytest.mark.parametrize("ext", ["csv", "npz"])
+def test_out_naming_a_fifo_a_device_or_a_link_loop_is_refused_and_left_alone(tmp_path, ext):
+    os.mkfifo(tmp_path / f"fifo.{ext}")
+    (tmp_path / f"null.{ext}").symlink_to("/dev/null")
+    (tmp_path / f"loop.{ext}").symlink_to(tmp_path / f"loop.{ext}")
+    for name, words in (("fifo", "not a regular file"), ("null", "not a regular file"), ("loop", "leads nowhere")):
+        r = grad("x**2", "--batch", 20, "--domain", "x=0:1", "--out", tmp_path / f"{name}.{ext}")
+        one_error_line(r, f"--out {tmp_path / f'{name}.{ext}'}", words)
+    assert stat.S_ISFIFO(os.lstat(tmp_path / f"fifo.{ext}").st_mode)
+    assert os.readlink(tmp_path / f"null.{ext}") == "/dev/null" and stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    assert os.path.islink(tmp_path / f"loop.{ext}")
+    assert sorted(os.listdir(tmp_path)) == [f"fifo.{ext}", f"loop.{ext}", f"null.{ext}"]
+
+
+def test_out_naming_the_points_file_or_a_link_to_it_is_refused(tmp_path):
+    points = tmp_path / "p.csv"
+    points.write_text("x\n0.5\n1.5\n")
+    (tmp_path / "again.csv").symlink_to(points)
+    for out in (points, tmp_path / "again.csv"):
+        one_error_line(grad("x**2", "--points", points, "--out", out), "is the points file")
+    assert points.read_text() == "x\n0.5\n1.5\n"
+
+
 def test_an_out_file_too_large_to_make_is_one_line_and_leaves_nothing(tmp_path):
     one_error_line(grad("x", "--batch", 2 ** 53, "--domain", "x=0:1", "--out", tmp_path / "x.npz"), "--out")
     assert os.listdir(tmp_path) == []

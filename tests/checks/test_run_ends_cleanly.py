@@ -77,10 +77,11 @@ def test_junit_through_a_link_or_a_hard_link_to_the_model_is_refused(tmp_path):
     assert m.read_text() == source and (tmp_path / "soft.xml").is_symlink()
 
 
-def test_junit_naming_a_folder_or_a_device_or_a_fifo_is_refused(tmp_path):
+def test_junit_naming_a_folder_a_device_a_fifo_or_a_link_loop_is_refused(tmp_path):
     m = model(tmp_path / "m.py", GOOD)
     os.mkfifo(tmp_path / "fifo")
-    for target in (tmp_path, "/dev/null", tmp_path / "fifo"):
+    (tmp_path / "loop.xml").symlink_to(tmp_path / "loop.xml")
+    for target in (tmp_path, "/dev/null", tmp_path / "fifo", tmp_path / "loop.xml"):
         r = check(m, "--junit", target)
         assert r.exit_code == 2 and r.stderr.startswith("error: --junit"), target
         assert len(r.stderr.splitlines()) == 1
