@@ -101,7 +101,7 @@ class CentralEntry:
     step: float
     estimate: float
     error: float
-    candidates: list  # [{"h", "estimate", "error"}], largest scale first
+    candidates: list  # [{"index", "h", "estimate", "error"}] as tried, largest scale first
 
 
 @dataclass
@@ -293,9 +293,11 @@ def _central(graph: Graph, point: dict, pairs: list) -> dict:
     d = res.detail
     entries = []
     for o, k in pairs:
-        c = int(d["chosen"][o, k])
-        cands = [{"h": d["candidate_steps"][j, k], "estimate": d["candidate_estimates"][j, o, k],
-                  "error": d["candidate_errors"][j, o, k]} for j in range(d["candidate_steps"].shape[0])]
+        # the candidates this entry's step selection tried: the first pass's two, or all of them
+        tried = [j for j in range(d["candidate_steps"].shape[0]) if np.isfinite(d["candidate_steps"][j, k])]
+        cands = [{"index": j, "h": d["candidate_steps"][j, k], "estimate": d["candidate_estimates"][j, o, k],
+                  "error": d["candidate_errors"][j, o, k]} for j in tried]
+        c = tried.index(int(d["chosen"][o, k]))
         entries.append(CentralEntry(o, graph.variables[k], c, cands[c]["h"], cands[c]["estimate"],
                                     cands[c]["error"], cands))
     return {"status": res.status, "message": res.message, "entries": entries}

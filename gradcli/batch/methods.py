@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcli.core.constants import CENTRAL_CANDIDATES, COMPLEX_STEP, STRADDLE_BUDGET
+from gradcli.core.constants import COMPLEX_STEP, STRADDLE_BUDGET
 from gradcli.core.graph import Graph, evaluate
 from gradcli.methods import differences
-from gradcli.methods.differences import best_central, central_candidates, rounding_scale, straddles
+from gradcli.methods.differences import best_central, rounding_scale, select_central, straddles
 from gradcli.methods.forward import Dual, DualOps, monte_carlo_spread, sweep
 
 
@@ -99,10 +99,10 @@ def central(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
 def _central_block(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
     """Central differences with error estimates -> (J, estimate, the chosen steps (nvars, N)).
 
-    The one step selection of :func:`gradcli.methods.differences.central_candidates`, as at one point:
-    every candidate scale from 1e-6*min(|x|, 1) to max(|x|, 1), steps h, 2h, 4h each, rounding probes and
-    the kink test, the candidate with the smallest estimate per entry; so a point of a batch gets the
-    estimate ``grad --at`` gives there.
+    The one step selection of :func:`gradcli.methods.differences.select_central`, as at one point: the
+    first pass at the natural step, cross-checked at the smallest, and every candidate scale from
+    1e-6*min(|x|, 1) to max(|x|, 1) (steps h, 2h, 4h each, rounding probes and the kink test) only for the
+    points the first pass leaves unsure; so a point of a batch gets the estimate ``grad --at`` gives there.
     """
     N = _n_points(inputs, n)
     m, nv = len(graph.outputs), len(graph.variables)
@@ -113,27 +113,42 @@ def _central_block(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
     # graph.evaluate's rounding signs are in float64 ulps: scaled to one ulp of dtype, kept in dtype
     ulp = float(eps / np.finfo(np.float64).eps)
     x = _points(graph, inputs, xp, dtype, N)
-    K = CENTRAL_CANDIDATES
     check_kinks = nv * len(graph.nodes) <= STRADDLE_BUDGET
-    tiled = {v: xp.broadcast_to(xp.asarray(inputs[v])[None], (K, N)).ravel() for v in graph.variables} \
-        if check_kinks else {}
     scale = rounding_scale(graph, {v: x[k] for k, v in enumerate(graph.variables)}, xp, N)
     parts = []
     # one variable at a time (every step is per variable and elementwise): memory stays K * 6 rows of the
     # chunk, not K * 6 * nvars
     for k in range(nv):
-        def rows(deltas, signs, k=k):
-            jig = None if signs is None else (lambda i: (ulp * signs(i))[:, None])
-            return _perturbed(graph, inputs, k, deltas[:, 0], xp, dtype, N, jiggle=jig)[:, :, None]
+        def rows_for(idx, k=k):
+            at, P = _subset(graph, inputs, idx, N)
 
-        def straddle(_, reach, k=k):
-            return straddles(graph, tiled, k, reach.ravel(), xp, dtype, K * N).reshape(K, N)
-        D1, est, hs, _ = central_candidates(xp, x[k:k + 1], rows, eps, probe=True,
-                                            straddle=straddle if check_kinks else None, noise_scale=scale)
+            def rows(deltas, signs):
+                jig = None if signs is None else (lambda i: (ulp * signs(i))[:, None])
+                return _perturbed(graph, at, k, deltas[:, 0], xp, dtype, P, jiggle=jig)[:, :, None]
+            return rows
+
+        def straddle_for(idx, k=k):
+            at, P = _subset(graph, inputs, idx, N)
+
+            def straddle(_, reach):
+                K = reach.shape[0]
+                tiled = {v: xp.broadcast_to(xp.asarray(at[v])[None], (K, P)).ravel() for v in graph.variables}
+                return straddles(graph, tiled, k, reach.ravel(), xp, dtype, K * P).reshape(K, P)
+            return straddle
+        D1, est, hs = select_central(xp, x[k:k + 1], rows_for, eps, probe=True,
+                                     straddle_for=straddle_for if check_kinks else None, noise_scale=scale)
         parts.append(best_central(xp, D1, est, hs)[:3])
     J, err, steps = (xp.concatenate([p[i] for p in parts], axis=1 if i < 2 else 0) for i in range(3))
     J = xp.where(xp.isfinite(err), J, xp.nan)
     return J, err, steps
+
+
+def _subset(graph: Graph, inputs: dict, idx, N: int):
+    """The chunk's inputs at the points ``idx`` (None: all of them) -> (inputs, number of points)."""
+    if idx is None:
+        return inputs, N
+    cut = lambda a: a[idx] if getattr(a, "ndim", 0) and a.shape[0] == N else a
+    return {v: cut(a) for v, a in inputs.items()}, int(idx.shape[0])
 
 
 def _rows(graph: Graph, inputs: dict, xp, dtype, N: int, jiggle=None):
@@ -163,11 +178,12 @@ def richardson(graph: Graph, inputs: dict, xp, dtype, central_result, n: int | N
     parts = []
     ulp = float(eps / np.finfo(np.float64).eps)  # as central differences' probes
     for k in range(nv):  # one variable at a time, as central differences
-        def rows(deltas, signs=None, k=k):
+        def rows(deltas, signs=None, idx=None, k=k):
             jig = None if signs is None else (lambda i: (ulp * signs(i))[:, None])
-            return _perturbed(graph, inputs, k, deltas[:, 0], xp, dtype, N, jiggle=jig)[:, :, None]
+            at, P = _subset(graph, inputs, idx, N)
+            return _perturbed(graph, at, k, deltas[:, 0], xp, dtype, P, jiggle=jig)[:, :, None]
         parts.append(differences.richardson(xp, x[k:k + 1], rows, Jc[:, k:k + 1], Ec[:, k:k + 1],
-                                            steps[k:k + 1], eps, noise_scale=scale, probe=rows)[:2])
+                                            steps[k:k + 1], eps, noise_scale=scale, probe=rows, gather=True)[:2])
     return xp.concatenate([p[0] for p in parts], axis=1), xp.concatenate([p[1] for p in parts], axis=1)
 
 

@@ -16,7 +16,8 @@ from gradcli.core.primitives import PRIMITIVES, NumericOps
 from gradcli.methods.reverse import local_partials
 
 from gradcli.core.constants import (
-    CENTRAL_CANDIDATES, ESTIMATE_GAP, RIDDERS_CON, RIDDERS_CREDIBLE, RIDDERS_H0, RIDDERS_ROWS, RIDDERS_SAFE)
+    CENTRAL_CANDIDATES, ESTIMATE_GAP, RIDDERS_CON, RIDDERS_CREDIBLE, RIDDERS_H0, RIDDERS_ROWS,
+    RIDDERS_SAFE)
 
 OFFSETS = (1.0, -1.0, 2.0, -2.0, 4.0, -4.0)  # the stencil rows of one candidate: +-h, +-2h, +-4h
 
@@ -97,7 +98,7 @@ def probe_patterns(side):
 
 
 @quiet
-def central_candidates(xp, x, rows, eps, probe=False, straddle=None, noise_scale=None, bounded=False):
+def central_candidates(xp, x, rows, eps, probe=False, straddle=None, noise_scale=None, bounded=False, which=None):
     """Central differences at steps h, 2h, 4h for every candidate scale, with error estimates.
 
     ``rows(deltas, signs)`` evaluates the stencil, ``signs`` (None, or ``signs(i)``: +-1 per row for node i)
@@ -106,8 +107,13 @@ def central_candidates(xp, x, rows, eps, probe=False, straddle=None, noise_scale
     kink, jump or pole. ``noise_scale`` (per output, or (n_out, P)) is the size rounding is relative to
     where that is more than |f| (:func:`rounding_scale`); ``bounded`` charges the rounding bound
     eps*|x*f'| instead of probing.
-    -> (D1, est, hs, scales): estimates and their errors (K, n_out, n, P), steps (K, n, P), scales (n, K, P)."""
+    ``which``: the candidates to try (indices, largest scale first; all by default).
+    -> (D1, est, hs, settled): estimates and their errors (K, n_out, n, P), steps (K, n, P), and where
+    round-off already outweighs truncation and no smaller step disagrees (K, n_out, n, P): there a smaller
+    step can only be worse, since its round-off grows faster than its truncation shrinks."""
     scales = candidate_scales(xp, x)
+    if which is not None:
+        scales = scales[:, list(which)]
     K = scales.shape[1]
     n, P = x.shape
     hs = xp.stack([representable(x, eps ** (1 / 3) * scales[:, k]) for k in range(K)])
@@ -163,7 +169,8 @@ def central_candidates(xp, x, rows, eps, probe=False, straddle=None, noise_scale
         gap = xp.abs(D1[k] - D1[k + 1:]) - own[k + 1:]
         gap = xp.where(xp.isfinite(gap), gap, 0.0)
         est[k] = xp.maximum(est[k], gap.max(axis=0))
-    return D1, est, hs, scales
+    settled = asymptotic & (d1 / 3 <= 2 * noise) & (est <= own) & xp.isfinite(own)
+    return D1, est, hs, settled
 
 
 @quiet
@@ -176,28 +183,66 @@ def best_central(xp, D1, est, hs):
     return pick(D1), pick(est), steps, best
 
 
+#: The first pass tries the natural step (scale max(|x|, 1), the largest candidate) and the smallest one:
+#: the gap between them is the cross-check that, in the full search, every smaller candidate gives (a
+#: kink, a jump or structure finer than the natural step shows at the smallest one).
+FIRST_PASS = (0, CENTRAL_CANDIDATES - 1)
+
+
+@quiet
+def select_central(xp, x, rows_for, eps, probe=False, straddle_for=None, noise_scale=None, bounded=False):
+    """The one step selection of central differences, for a point and a batch alike: a first pass over
+    :data:`FIRST_PASS`, then the full search of :func:`central_candidates` only for the points where some
+    entry is not settled at the natural step (truncation still above round-off, or the smallest step
+    disagrees), gathered so that the rest never pay for it. Where every entry is settled the full search
+    would pick the natural step too: every other candidate is smaller. ``rows_for(idx)`` and
+    ``straddle_for(idx)`` give :func:`central_candidates`' ``rows`` and ``straddle`` over the points
+    ``idx`` (None: every point); ``noise_scale`` is per output or (n_out, P).
+    -> (D1, est, hs) over every candidate (K, ...) as :func:`central_candidates`; a candidate a point did
+    not try has D1 and h nan and estimate inf."""
+    kinks = (lambda idx: straddle_for(idx)) if straddle_for is not None else (lambda idx: None)
+    D1, est, hs, settled = central_candidates(xp, x, rows_for(None), eps, probe=probe, straddle=kinks(None),
+                                              noise_scale=noise_scale, bounded=bounded, which=FIRST_PASS)
+    K = CENTRAL_CANDIDATES
+    D1_all = xp.full((K,) + D1.shape[1:], xp.nan, dtype=D1.dtype)
+    est_all = xp.full((K,) + est.shape[1:], xp.inf, dtype=est.dtype)
+    hs_all = xp.full((K,) + hs.shape[1:], xp.nan, dtype=hs.dtype)
+    first = list(FIRST_PASS)
+    D1_all[first], est_all[first], hs_all[first] = D1, est, hs
+    P = x.shape[-1]
+    redo = xp.nonzero(~settled[0].reshape(-1, P).all(axis=0))[0]
+    if int(redo.shape[0]):
+        scale = None if noise_scale is None or xp.ndim(noise_scale) < 2 else noise_scale[:, redo]
+        D1r, estr, hsr, _ = central_candidates(xp, x[:, redo], rows_for(redo), eps, probe=probe,
+                                               straddle=kinks(redo), bounded=bounded,
+                                               noise_scale=noise_scale if scale is None else scale)
+        D1_all[..., redo], est_all[..., redo], hs_all[..., redo] = D1r, estr, hsr
+    return D1_all, est_all, hs_all
+
+
 @quiet
 def richardson(xp, x, rows, central_J, central_err, central_steps, eps, trace=None, noise_scale=None,
-               probe=None):
+               probe=None, gather=False):
     """Ridders' extrapolation of central differences over steps h0, h0/2, h0/4, ..., h0 a few thousand
     times central's chosen step (where they found f's length scale): each column of the tableau cancels
-    one more power of h**2. ``rows(deltas)`` as for :func:`central_candidates`; ``central_*`` their result;
+    one more power of h**2. ``rows(deltas, idx=None)`` as for :func:`central_candidates`, over the points
+    ``idx`` (all by default; with ``gather``, the tableau goes on only for the points still unsure, as
+    :func:`ridders` does); ``central_*`` their result;
     ``noise_scale`` (n_out, P) the size f's rounding is relative to (:func:`rounding_scale`), where that
     is more than |f|; ``probe(deltas, signs)`` the rows rounded one more ulp per operation, as for
     :func:`central_candidates`' probes. -> (J, err, steps (rows, n, P), h0 (n, P))."""
     h0 = RIDDERS_H0 * central_steps / eps ** (1 / 3)
     hs = [representable(x, h0 / RIDDERS_CON ** k) for k in range(RIDDERS_ROWS)]
-    Fv = rows(xp.stack([sign * hk for hk in hs for sign in (1.0, -1.0)]))
-    D = [(Fv[:, 2 * k] - Fv[:, 2 * k + 1]) / (2 * hs[k]) for k in range(RIDDERS_ROWS)]
     trace = {} if trace is None else trace
-    best, err = ridders(lambda i: D[i], RIDDERS_ROWS, D[0].shape, xp=xp, dtype=x.dtype, trace=trace)
+    best, err = ridders(tableau_rows(xp, rows, hs), RIDDERS_ROWS, central_J.shape, xp=xp, dtype=x.dtype,
+                        trace=trace, gather=gather)
     f0 = xp.abs(rows(xp.zeros((1,) + x.shape, dtype=x.dtype))[:, 0, :1])
     if noise_scale is not None:  # outputs that cancel carry rounding relative to their terms, not to |f|
         f0 = xp.fmax(f0, xp.asarray(noise_scale, dtype=x.dtype)[:, None])
     # the extrapolated value still carries f's rounding: that of the differences at the smallest step
     # the chosen entry used (each of the two evaluations off by eps/2 of f's scale), which the tableau's
     # columns amplify by up to 2.1; four times that, as the scale is a first-order bound
-    row = xp.asarray(np.maximum(np.asarray(trace["chosen_row"]), 0), dtype=x.dtype)
+    row = xp.maximum(trace["chosen_row"], 0).astype(x.dtype)
     used = h0[None] / RIDDERS_CON ** row
     err = err + 8 * eps * xp.abs(best) + 4 * eps * f0 / used
     if probe is not None:
@@ -265,50 +310,100 @@ def complex_step(xp, x, rows, rel, tiny, eps, probe=None):
     return J, 4 * eps * xp.abs(J) + spread, h
 
 
+#: Rows of Ridders' tableau evaluated per call: the steps of a block go through f in one evaluation (most
+#: entries stop within the first block, at rows 5 to 7), and the points still unsure are gathered for
+#: the next.
+TABLEAU_BLOCK = 8
+
+
+def tableau_rows(xp, rows, hs):
+    """``row(i, idx)`` for :func:`ridders`: central differences at step ``hs[i]`` over the points ``idx``
+    (None: all), evaluated :data:`TABLEAU_BLOCK` rows at a time for the points asked for."""
+    cache = {"idx": None, "start": -1, "D": []}
+
+    def row(i, idx=None):
+        block = cache["D"]
+        if not (cache["idx"] is idx and cache["start"] <= i < cache["start"] + len(block)):
+            ks = range(i, min(i + TABLEAU_BLOCK, len(hs)))
+            steps = [hs[k] if idx is None else hs[k][..., idx] for k in ks]
+            F = rows(xp.stack([sign * h for h in steps for sign in (1.0, -1.0)]), idx=idx)
+            cache.update(idx=idx, start=i, D=[(F[:, 2 * j] - F[:, 2 * j + 1]) / (2 * h)
+                                                for j, h in enumerate(steps)])
+        return cache["D"][i - cache["start"]]
+    return row
+
+
 @quiet
-def ridders(row, n_rows: int, shape, xp=np, dtype=np.float64, done=None, trace: dict | None = None):
+def ridders(row, n_rows: int, shape, xp=np, dtype=np.float64, done=None, trace: dict | None = None,
+            gather=False):
     """Ridders' tableau over central differences at steps h, h/2, h/4, ...; ``row(i)`` gives the
     differences at h/2**i (computed lazily, so a caller may stop early). Each column cancels one more
     power of h**2; the entry with the smallest change between neighbouring orders is the estimate and
     that change its error estimate. An entry stops once the top order got worse by a factor SAFE
     after a credible estimate (round-off has taken over), or where ``done`` is set from the start.
-    -> (best, err), both of ``shape``. A ``trace`` dict, if given, receives the tableau as computed
-    (``tableau``: rows of columns, each of ``shape``), where each entry's estimate came from
-    (``chosen_row``, ``chosen_column``; -1: none) and the row at which it stopped (``stopped_row``;
-    the last row computed if it never did): for explanations; the results do not depend on it."""
+    With ``gather``, the last axis of ``shape`` is points and ``row(i, idx)`` is asked for the points
+    ``idx`` (None: all) whose entries have not all stopped: the others never pay for more rows.
+    -> (best, err), both of ``shape``. A ``trace`` dict, if given, receives where each entry's estimate
+    came from (``chosen_row``, ``chosen_column``; -1: none) and the row at which it stopped
+    (``stopped_row``; the last row computed if it never did), and without ``gather`` the tableau as
+    computed (``tableau``: rows of columns, each of ``shape``): for explanations; the results do not
+    depend on it."""
     best = xp.full(shape, xp.nan, dtype=dtype)
     err = xp.full(shape, xp.inf, dtype=dtype)
     done = xp.zeros(shape, dtype=bool) if done is None else done.copy()
-    prev = [row(0)]
-    if trace is not None:
+    trace = {} if trace is None else trace
+    for key in ("chosen_row", "chosen_column", "stopped_row"):
+        trace[key] = xp.full(shape, -1)
+    trace["stopped_row"][done] = 0
+    live, idx = slice(None), None  # the points still computed: all, until some stop
+    prev = [row(0, None) if gather else row(0)]
+    if not gather:
         trace["tableau"] = [prev]
-        for key in ("chosen_row", "chosen_column", "stopped_row"):
-            trace[key] = np.full(shape, -1)
-        trace["stopped_row"][np.asarray(done)] = 0
+    last = 0
     for i in range(1, n_rows):
-        cur = [row(i)]
-        fac = RIDDERS_CON ** 2
-        for j in range(1, i + 1):
-            cur.append((cur[j - 1] * fac - prev[j - 1]) / (fac - 1))
-            fac *= RIDDERS_CON ** 2
-            errt = xp.maximum(xp.abs(cur[j] - cur[j - 1]), xp.abs(cur[j] - prev[j - 1]))
-            take = ~done & xp.isfinite(errt) & (errt <= err)
-            best = xp.where(take, cur[j], best)
-            err = xp.where(take, errt, err)
-            if trace is not None:
-                trace["chosen_row"][take] = i
-                trace["chosen_column"][take] = j
-        credible = err <= RIDDERS_CREDIBLE * xp.abs(best)
-        done |= credible & (xp.abs(cur[i] - prev[i - 1]) >= RIDDERS_SAFE * err)
-        prev = cur
-        if trace is not None:
+        if gather:
+            live, idx, prev = _still_unsure(xp, done, live, idx, prev, shape[-1])
+        cur = [row(i, idx) if gather else row(i)]
+        _tableau_step(xp, i, cur, prev, best, err, done, trace, live)
+        prev, last = cur, i
+        if not gather:
             trace["tableau"].append(cur)
-            trace["stopped_row"][(trace["stopped_row"] < 0) & done] = i
         if bool(done.all()):
             break
-    if trace is not None:
-        trace["stopped_row"][trace["stopped_row"] < 0] = len(trace["tableau"]) - 1
+    stopped = trace["stopped_row"]
+    stopped[stopped < 0] = last
     return best, err
+
+
+def _still_unsure(xp, done, live, idx, prev, P: int):
+    """Gathers the points of which some entry has not stopped -> (live, idx, prev over them)."""
+    here = done[..., live]
+    unsure = ~here.reshape(-1, here.shape[-1]).all(axis=0)
+    if bool(unsure.all()):
+        return live, idx, prev
+    keep = xp.nonzero(unsure)[0]
+    idx = keep if idx is None else idx[keep]
+    return idx, idx, [p[..., keep] for p in prev]
+
+
+def _tableau_step(xp, i: int, cur: list, prev: list, best, err, done, trace, live):
+    """Row i of the tableau over the points ``live``: its columns, and every entry's estimate updated."""
+    b, e, d = best[..., live], err[..., live], done[..., live]
+    chosen_row, chosen_column = trace["chosen_row"][..., live], trace["chosen_column"][..., live]
+    fac = RIDDERS_CON ** 2
+    for j in range(1, i + 1):
+        cur.append((cur[j - 1] * fac - prev[j - 1]) / (fac - 1))
+        fac *= RIDDERS_CON ** 2
+        errt = xp.maximum(xp.abs(cur[j] - cur[j - 1]), xp.abs(cur[j] - prev[j - 1]))
+        take = ~d & xp.isfinite(errt) & (errt <= e)
+        b, e = xp.where(take, cur[j], b), xp.where(take, errt, e)
+        chosen_row, chosen_column = xp.where(take, i, chosen_row), xp.where(take, j, chosen_column)
+    credible = e <= RIDDERS_CREDIBLE * xp.abs(b)
+    now = d | (credible & (xp.abs(cur[i] - prev[i - 1]) >= RIDDERS_SAFE * e))
+    stopped = trace["stopped_row"][..., live]
+    best[..., live], err[..., live], done[..., live] = b, e, now
+    trace["chosen_row"][..., live], trace["chosen_column"][..., live] = chosen_row, chosen_column
+    trace["stopped_row"][..., live] = xp.where((stopped < 0) & now, i, stopped)
 
 
 @quiet

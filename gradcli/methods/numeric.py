@@ -14,9 +14,9 @@ import numpy as np
 from gradcli.methods.differences import straddles
 from gradcli.core.graph import Graph, evaluate
 from gradcli.core.primitives import PRIMITIVES
-from gradcli.core.constants import CENTRAL_CANDIDATES, COMPLEX_H, RIDDERS_CON, RIDDERS_ROWS, STRADDLE_BUDGET
+from gradcli.core.constants import COMPLEX_H, RIDDERS_CON, RIDDERS_ROWS, STRADDLE_BUDGET
 from gradcli.methods import differences
-from gradcli.methods.differences import best_central, central_candidates, quiet, rounding_scale
+from gradcli.methods.differences import best_central, quiet, rounding_scale, select_central
 
 #: Elements per vectorised evaluation when the variables are many (memory stays near 100 MB).
 BLOCK_ELEMENTS = 2_000_000
@@ -71,8 +71,9 @@ def _x_vector(graph: Graph, point: dict, dtype=np.float64) -> np.ndarray:
 
 
 def _rows(graph, x):
-    """Stencil rows at one point: deltas (M, n, 1) -> outputs (n_out, M, n, 1)."""
-    return lambda deltas: _stencil(graph, x, deltas[..., 0])[..., None]
+    """Stencil rows at one point: deltas (M, n, 1) -> outputs (n_out, M, n, 1) (``idx``, the points to
+    evaluate, is this one)."""
+    return lambda deltas, idx=None: _stencil(graph, x, deltas[..., 0])[..., None]
 
 
 def _probe(graph, x):
@@ -81,41 +82,52 @@ def _probe(graph, x):
 
 
 def _candidates(graph, x, stencil=None, noise_scale=None):
-    """The candidates of :func:`gradcli.methods.differences.central_candidates` at one point (P = 1):
+    """The one step selection (:func:`gradcli.methods.differences.select_central`) at one point (P = 1):
     on the graph with rounding probes and the kink test (skipped for large graphs, where it would cost
-    more than everything else), or on ``stencil(x, deltas)`` -> (n_out, m, nvars) with the rounding bound."""
+    more than everything else), or on ``stencil(x, deltas)`` -> (n_out, m, nvars) with the rounding bound.
+    -> (D1, est, hs) over every candidate; those the first pass made unnecessary are nan / inf."""
     eps = np.finfo(np.float64).eps
-    K = CENTRAL_CANDIDATES
     if stencil is not None:
         rows = lambda deltas, signs: stencil(x, deltas[..., 0])[..., None]
     else:
         rows = lambda deltas, signs: _stencil(graph, x, deltas[..., 0], jiggle=signs)[..., None]
-    pts = {v: np.full(K, x[j]) for j, v in enumerate(graph.variables)} if graph is not None else {}
 
-    def kinks(k, reach):
-        with np.errstate(all="ignore"):
-            return straddles(graph, pts, k, reach[:, 0], np, np.float64, K)[:, None]
-    straddle = kinks if graph is not None and len(graph.variables) * len(graph.nodes) <= STRADDLE_BUDGET else None
-    if graph is not None:
-        with np.errstate(all="ignore"):
-            noise_scale = rounding_scale(graph, {v: x[j] for j, v in enumerate(graph.variables)})
-    D1, est, hs, scales = central_candidates(np, x[:, None], rows, eps, probe=stencil is None,
-                                             straddle=straddle, noise_scale=noise_scale,
-                                             bounded=stencil is not None)
-    return D1[..., 0], est[..., 0], hs[..., 0], scales[..., 0]
+    def kinks(idx):
+        def straddle(k, reach):
+            K = reach.shape[0]
+            pts = {v: np.full(K, x[j]) for j, v in enumerate(graph.variables)}
+            with np.errstate(all="ignore"):
+                return straddles(graph, pts, k, reach[:, 0], np, np.float64, K)[:, None]
+        return straddle
+    small = graph is not None and len(graph.variables) * len(graph.nodes) <= STRADDLE_BUDGET
+    if graph is not None and noise_scale is None:
+        noise_scale = _noise_scale(graph, x)
+    # P = 1: the first pass's points to redo are this point or none, so the rows never need gathering
+    D1, est, hs = select_central(np, x[:, None], lambda idx: rows, eps, probe=stencil is None,
+                                 straddle_for=kinks if small else None, noise_scale=noise_scale,
+                                 bounded=stencil is not None)
+    return D1[..., 0], est[..., 0], hs[..., 0]
+
+
+def _noise_scale(graph: Graph, x: np.ndarray):
+    """:func:`gradcli.methods.differences.rounding_scale` at the point ``x`` -> (n_out, 1)."""
+    with np.errstate(all="ignore"):
+        return rounding_scale(graph, {v: x[j] for j, v in enumerate(graph.variables)})
 
 
 @quiet
-def central(graph: Graph, point: dict) -> NumericResult:
+def central(graph: Graph, point: dict, noise_scale=None) -> NumericResult:
     """Central differences (f(x+h) - f(x-h)) / 2h with h = eps**(1/3) * s, the step that balances
-    truncation (h**2) against round-off (eps/h). The scale s is not guessed: every candidate from
-    1e-6*min(|x|, 1) to max(|x|, 1) is tried in one evaluation and the one with the smallest error
-    estimate wins (truncation from the steps 2h and 4h, round-off as eps*|f|/h)."""
+    truncation (h**2) against round-off (eps/h). The scale s is not guessed: the natural scale
+    max(|x|, 1) first, cross-checked at the smallest, and where that does not settle it every candidate
+    from 1e-6*min(|x|, 1) to max(|x|, 1), the one with the smallest error estimate winning (truncation
+    from the steps 2h and 4h, round-off as eps*|f|/h). ``noise_scale``: the point's
+    :func:`gradcli.methods.differences.rounding_scale`, where the caller has it already."""
     x = _x_vector(graph, point)
-    return _best(*_candidates(graph, x))
+    return _best(*_candidates(graph, x, noise_scale=noise_scale))
 
 
-def _best(D1, est, hs, scales) -> NumericResult:
+def _best(D1, est, hs) -> NumericResult:
     """Per entry, the candidate step with the smallest error estimate."""
     J, err, steps, best = best_central(np, D1, est, hs)
     # the candidates and the pick per entry, for `gradcli explain` (data only: results do not read it)
@@ -142,9 +154,9 @@ def richardson(graph: Graph, point: dict) -> NumericResult:
     the tableau cancels one more power of h**2; the entry with the smallest change between
     neighbouring orders is the estimate and that change is its error estimate."""
     x = _x_vector(graph, point)
-    c = central(graph, point)
+    noise_scale = _noise_scale(graph, x)
+    c = central(graph, point, noise_scale)
     trace: dict = {}
-    noise_scale = rounding_scale(graph, {v: x[j] for j, v in enumerate(graph.variables)})
     best, err, hs, h0 = differences.richardson(np, x[:, None], _rows(graph, x), c.jacobian[..., None],
                                                c.error[..., None], c.steps[:, None],
                                                np.finfo(np.float64).eps, trace=trace, noise_scale=noise_scale,

@@ -144,8 +144,10 @@ def render_symbolic(ex: Explanation) -> Text:
 
 def render_central(ex: Explanation) -> Group:
     c = ex.central
-    parts = [Text("(f(x+h) - f(x-h)) / 2h at 13 candidate steps h = eps^(1/3)·s; the error estimate is the "
-                  "disagreement of h, 2h and 4h plus round-off; the smallest wins")]
+    parts = [Text("(f(x+h) - f(x-h)) / 2h at steps h = eps^(1/3)·s: first at the natural scale s = max(|x|, 1), "
+                  "cross-checked at the smallest (s = 1e-6·min(|x|, 1)); at all 13 candidate scales between them only "
+                  "where truncation still outweighs round-off there or the smallest disagrees. The error estimate is the "
+                  "disagreement of h, 2h and 4h plus round-off and the gap to every smaller step; the smallest wins")]
     summary = _table("entry", "chosen h", "estimate", "error estimate")
     for e in c["entries"]:
         summary.add_row(_entry_label(ex, e.output, e.variable), num(e.step), num(e.estimate), fmt_error(e.error) or "—")
@@ -155,7 +157,7 @@ def render_central(ex: Explanation) -> Group:
         table = _table("", "h", "D(h)", "error estimate")
         for j, cand in enumerate(e.candidates):
             style = "bold green" if j == e.chosen else ""
-            table.add_row(Text("→" if j == e.chosen else str(j), style=style), Text(num(cand["h"]), style=style),
+            table.add_row(Text("→" if j == e.chosen else str(cand["index"]), style=style), Text(num(cand["h"]), style=style),
                           Text(num(cand["estimate"]), style=style),
                           Text(fmt_error(cand["error"]) or "—", style=style))
         parts.append(table)
