@@ -1,8 +1,15 @@
-"""Value and gradient on the GPU: gradcli's fused kernel against JAX and a CuPy whole-array tape.
+"""The batch comparison on the GPU end to end, and its value-and-gradient kernel against JAX and a CuPy tape.
 
     python benchmarks/gpu.py [--sizes 1e7 1e8] [--dtypes float32 float64] [--repeat 7] [--json FILE]
+    python benchmarks/gpu.py --whole-only --device cpu --whole-sizes 1e5   # the first part, on the CPU
 
-For E1-E4, at each size and dtype, with the points already on the device:
+First the whole comparison, as ``gradcli grad E2 --batch N --device cuda`` runs it (``grad_batch``): the
+default methods and ``forward,reverse`` at ``--whole-sizes`` (1e7 and 1e8), with the seconds of each
+method, points/s end to end, and the ratio to the kernel's own time at the same size (measured below). A
+size whose predicted time (from the run before it) would overrun ``--whole-budget`` seconds is skipped and
+says so.
+
+Then the kernel: for E1-E4, at each size and dtype, with the points already on the device:
 
 * ``gradcli``: ``gradcli.engines.cuda.execute``, one fused ElementwiseKernel (what ``--device cuda`` runs);
 * ``jax``: ``jit(vmap(value_and_grad(f)))`` on the same GPU (skipped if JAX has no GPU);
@@ -30,9 +37,10 @@ import numpy as np  # noqa: E402
 
 try:
     import cupy
-except Exception as exc:  # pragma: no cover - a machine without CuPy
-    sys.exit(f"benchmarks/gpu.py needs CuPy and a CUDA device: {exc}")
+except Exception as exc:  # pragma: no cover - a machine without CuPy: only --device cpu --whole-only runs
+    cupy, NO_CUPY = None, f"benchmarks/gpu.py needs CuPy and a CUDA device: {exc}"
 
+from gradcli.batch.api import grad_batch  # noqa: E402
 from gradcli.engines import cuda  # noqa: E402
 from gradcli.engines.program import compile_graph  # noqa: E402
 from gradcli.core.parser import parse  # noqa: E402
@@ -129,16 +137,78 @@ def max_rel(a, b):
     return float(cupy.nanmax(cupy.abs(a - b) / scale))
 
 
+WHOLE_METHODS = (None, "forward,reverse")  # None: the default methods
+
+
+def whole_comparison(sizes, device, budget, dtype="float64"):
+    """``grad_batch`` on E2 end to end -> rows {n, methods, seconds, points_per_s, per_method, status}."""
+    text = EXPRESSIONS["E2"][0]
+    domain = {"x": (-1, 1), "y": (-1, 1)}
+    grad_batch(text, n=100_000, domain=domain, device=device, dtype=dtype)  # compiles and warms up
+    rows, start = [], time.perf_counter()
+    for methods in WHOLE_METHODS:
+        rate = None
+        for size in sizes:
+            n, label = int(size), methods or "default"
+            left = budget - (time.perf_counter() - start)
+            if rate is not None and n / rate > left:
+                print(f"  whole {label} n={n:.0e}: skipped (predicted {n / rate:.0f} s, {left:.0f} s left)",
+                      flush=True)
+                rows.append({"n": n, "methods": label, "skipped": f"predicted {n / rate:.0f} s"})
+                continue
+            t = time.perf_counter()
+            r = grad_batch(text, n=n, domain=domain, device=device, dtype=dtype, methods=methods)
+            wall = time.perf_counter() - t
+            rate = n / wall
+            per = {name: m.seconds for name, m in r.methods.items()}
+            rows.append({"n": n, "methods": label, "seconds": wall, "points_per_s": rate, "per_method": per,
+                         "status": r.status, "chunk": r.chunk})
+            print(f"  whole {label} n={n:.0e}: {wall:.2f} s, {rate / 1e6:.2f} Mpoints/s, {r.status}; " +
+                  ", ".join(f"{k} {v:.3f} s" for k, v in per.items()), flush=True)
+    return rows
+
+
+def print_whole(rows, kernel_rows):
+    """The whole comparison's table, with its ratio to the kernel (E2, float64, same N) where measured."""
+    print(f"\n{'methods':16} {'N':>6} {'s':>8} {'Mpoints/s':>10} {'x kernel':>9}  per method (s)")
+    for r in rows:
+        if "skipped" in r:
+            print(f"{r['methods']:16} {r['n']:>6.0e} skipped: {r['skipped']}")
+            continue
+        k = next((q["ms"] for q in kernel_rows if (q["expr"], q["n"], q["dtype"], q["method"]) ==
+                  ("E2", r["n"], "float64", "gradcli")), None)
+        ratio = f"{r['seconds'] / (k * 1e-3):8.0f}x" if k else f"{'-':>9}"
+        per = ", ".join(f"{name} {s:.3f}" for name, s in r["per_method"].items())
+        print(f"{r['methods']:16} {r['n']:>6.0e} {r['seconds']:8.2f} {r['points_per_s'] / 1e6:10.2f} {ratio}  {per}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", nargs="+", type=float, default=[1e7, 1e8])
+    ap.add_argument("--whole-sizes", nargs="+", type=float, default=[1e7, 1e8])
+    ap.add_argument("--whole-budget", type=float, default=180.0, help="seconds for the whole comparison")
+    ap.add_argument("--whole-only", action="store_true", help="the whole comparison, not the kernel")
+    ap.add_argument("--no-whole", action="store_true", help="the kernel only")
+    ap.add_argument("--device", default="cuda", help="cuda, or cpu for a dry run of the whole comparison")
     ap.add_argument("--dtypes", nargs="+", default=["float32", "float64"])
     ap.add_argument("--exprs", nargs="+", default=list(EXPRESSIONS))
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--no-jax", action="store_true")
     ap.add_argument("--json", help="also write the rows here")
     args = ap.parse_args(argv)
+    if cupy is None and not (args.device == "cpu" and args.whole_only):
+        sys.exit(NO_CUPY)
+    whole = [] if args.no_whole else whole_comparison(args.whole_sizes, args.device, args.whole_budget)
+    rows = [] if args.whole_only else kernel_rows(args)
+    if whole:
+        print_whole(whole, rows)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"rows": rows, "whole": whole}, fh, indent=1)
 
+
+def kernel_rows(args):
+    """The kernel against JAX and the CuPy tape, printed as a table -> its rows."""
     props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
     print(f"device: {props['name'].decode() if isinstance(props['name'], bytes) else props['name']}, "
           f"CuPy {cupy.__version__}", flush=True)
@@ -208,9 +278,7 @@ def main(argv=None):
           "(above 1: faster than JAX); copy = device-to-device copy of the same bytes.")
     for note in notes:
         print(f"note: {note}")
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"rows": rows, "notes": notes}, fh, indent=1)
+    return rows
 
 
 if __name__ == "__main__":
