@@ -15,8 +15,16 @@ parses the kernel body as C (statements, C precedence, literals, casts, calls: a
 * ``launch``, the host side of ``execute``, runs on numpy with the interpreter as the kernel: what it
   transfers, what it allocates, how it calls the kernel.
 
+The GPU's own arithmetic differs from numpy's in two ways, both within a rounding per operation: NVRTC
+fuses a*b + c into one fused multiply-add (its default, -fmad=true), and CUDA's math functions are a few
+units in the last place from glibc's. ``GpuArithmetic`` interprets the source that way, and
+``assert_within_rounding`` judges a kernel's outputs against exact values (mpmath, 256 bits) within a
+budget per operation that CUDA documents, relative to gradcli's first-order rounding bound of each output
+(``rounding_scale``), so that cancellation between large terms is allowed the error its terms carry and
+no more.
+
 What this cannot show (the ``gpu`` tests at the end do, where CuPy and a device exist): that NVRTC
-compiles the source, and that CUDA's math functions are as accurate as the tolerances assume.
+compiles the source, and that CUDA's math functions are as accurate as the budget assumes.
 """
 from __future__ import annotations
 
@@ -25,10 +33,13 @@ import re
 import sys
 import types
 from dataclasses import replace
+from fractions import Fraction
 from typing import NamedTuple
 
+import mpmath
 import numpy as np
 import pytest
+import sympy
 
 from gradcli.engines import cuda
 from gradcli.engines.program import Instruction, Program, compile_graph, run
@@ -37,6 +48,7 @@ from gradcli.core.errors import BadInput
 from gradcli.core.graph import GraphBuilder
 from gradcli.core.parser import parse
 from gradcli.core.primitives import PRIMITIVES
+from gradcli.methods.differences import rounding_scale
 
 NAMES = sorted(PRIMITIVES)
 DTYPES = ["float64", "float32"]
@@ -552,6 +564,260 @@ def test_unsupported_dtype():
         cuda.kernel_source(compile_graph(parse("x")), "float16")
 
 
+# --- the GPU's arithmetic, judged against exact values -------------------------------------------------
+
+#: How far from the exact value a kernel may be, per rounded operation, in units of eps (the ulp of 1, so
+#: at least an ulp of any normal value). The CUDA C++ Programming Guide (appendix "Mathematical
+#: Functions", "Standard Functions") bounds each math function's distance from the correctly rounded
+#: result; the largest among the functions the templates call are 4 ulp in float (tanf, powf, acoshf,
+#: erfcf) and 5 ulp in double (erfc), half an ulp more from the exact value. + - * / and sqrt are
+#: correctly rounded (NVRTC's defaults -prec-div=true and -prec-sqrt=true), and a fused multiply-add
+#: leaves out a rounding. Of the two templates that chain calls, softplus in float is the furthest:
+#: expf's 2.5 ulp through log1p (a factor below 1), log1pf's 1.5 and the add's 0.5, about 4.4 ulp.
+#: The budget is the largest of these, rounded up to a whole ulp: the guide's bounds come from extensive
+#: but not exhaustive tests.
+ULP_BUDGET = {"float32": 5.0, "float64": 6.0}
+#: Exact values are mpmath's time: how many points ``assert_within_rounding`` judges by them, where the
+#: kernel disagrees most with numpy, and as many again drawn at random.
+JUDGED = 256
+_MP_VALUE: dict = {}
+
+
+def mp_value(name):
+    """The primitive's value over mpmath numbers: the table's sympy form (sympy's own functions, which
+    mpmath evaluates at its working precision), except where that form does not mean the table's value:
+    step(0) is 0 (sympy's Heaviside(0) is 1/2), and softplus is gradcli's own sympy function."""
+    f = _MP_VALUE.get(name)
+    if f is None:
+        if name == "step":
+            f = lambda a: mpmath.mpf(1 if a > 0 else 0)  # noqa: E731
+        elif name == "softplus":
+            f = lambda a: mpmath.log1p(mpmath.exp(a))  # noqa: E731
+        else:
+            prim = PRIMITIVES[name]
+            syms = sympy.symbols(f"a0:{prim.arity}", real=True)
+            f = sympy.lambdify(syms, prim.sympy(*syms), modules="mpmath")
+        _MP_VALUE[name] = f
+    return f
+
+
+def exact_outputs(program, columns, dtype, idx):
+    """The outputs of ``program`` at the points ``idx`` of ``columns`` (one flat array per variable, in
+    ``dtype``), computed by mpmath at 256 bits from those inputs and from the program's constants rounded
+    to ``dtype``, as the kernel holds them: the values the kernel's rounded arithmetic approximates. NaN
+    where a value is not real. -> (n_outputs, len(idx)) float64"""
+    def constant(c):
+        with np.errstate(all="ignore"):
+            return mpmath.mpf(float(np.asarray(c, dtype)))
+
+    out = np.empty((len(program.outputs), len(idx)))
+    with mpmath.workprec(256):
+        for col, i in enumerate(idx):
+            regs = {k: mpmath.mpf(float(c[i])) for k, c in enumerate(columns)}
+            value = lambda a: regs[a] if isinstance(a, int) else constant(a)  # noqa: E731
+            for ins in program.instructions:
+                try:
+                    r = mp_value(ins.op)(*(value(a) for a in ins.args))
+                except (ZeroDivisionError, ValueError):
+                    r = mpmath.nan
+                if isinstance(r, mpmath.mpc):
+                    r = r.real if r.imag == 0 else mpmath.nan
+                regs[ins.out] = mpmath.mpf(r)
+            for j, o in enumerate(program.outputs):
+                out[j, col] = float(value(o))
+    return out
+
+
+def assert_within_rounding(program, inputs, dtype, got, judged=JUDGED):
+    """``got``, a kernel's outputs of ``program`` at ``inputs`` (on the host), is what CUDA's arithmetic may
+    give: its special values (NaN, infinities) are numpy's, and every finite output is within
+    ULP_BUDGET[dtype] x eps x gradcli's first-order rounding bound of the exact value (mpmath). The bound
+    is ``rounding_scale``: per output, the sum over the rounded operations of |value| x |d output /
+    d operation|, so an output that cancels between large terms (x*y + sin(x) near 0), or that reads an
+    ill-conditioned intermediate value (the argument of sin(10*x + y)), is allowed the error its terms
+    carry and no more, and an output that no rounding reaches (a constant, an input) must be exact. Four
+    smallest normals more for float32's flush to zero (CuPy compiles with -ftz=true).
+
+    The exact values are computed at the ``judged`` points where the kernel disagrees most with numpy
+    (relative to the bound) and at as many others drawn at random: a wrong kernel shows first where it
+    disagrees most with a right one."""
+    dtype = np.dtype(dtype).name
+    shape = np.broadcast_shapes(*(np.shape(inputs[v]) for v in program.variables))
+    n, m = math.prod(shape), len(program.outputs)
+    with np.errstate(all="ignore"):
+        columns = [np.broadcast_to(np.asarray(inputs[v], dtype), shape).reshape(n) for v in program.variables]
+    got = np.asarray(got).reshape(m, n).astype(np.float64)
+    want = reference(program, dict(zip(program.variables, columns)), dtype).reshape(m, n).astype(np.float64)
+    special = ~np.isfinite(want)
+    wrong = np.where(special, ~((got == want) | (np.isnan(got) & np.isnan(want))), ~np.isfinite(got))
+    assert not wrong.any(), ("special values are not numpy's", dtype, np.argwhere(wrong)[:5], got[wrong][:5],
+                             want[wrong][:5])
+    if n == 0:
+        return
+    scale = rounding_scale(program.graph, {v: c.astype(np.float64) for v, c in zip(program.variables, columns)},
+                           np, n)
+    bound = ULP_BUDGET[dtype] * float(np.finfo(dtype).eps) * scale + 4 * float(np.finfo(dtype).tiny)
+    with np.errstate(all="ignore"):
+        worst = np.where(special, 0.0, np.abs(got - want) / bound).max(axis=0)
+    drawn = np.random.default_rng(0).choice(n, min(judged, n), replace=False)
+    idx = np.union1d(np.argsort(worst, kind="stable")[-judged:], drawn)
+    exact = exact_outputs(program, columns, dtype, idx)
+    g, b, w = got[:, idx], bound[:, idx], want[:, idx]
+    with np.errstate(invalid="ignore"):
+        bad = ~special[:, idx] & ~(np.abs(g - exact) <= b)
+    rows, cols = np.nonzero(bad)
+    assert not bad.any(), (f"{bad.sum()} of {bad.size} judged outputs outside the rounding bound ({dtype}): "
+                           + "; ".join(f"output {r} at {[float(c[idx[k]]) for c in columns]}: kernel {g[r, k]!r}, "
+                                       f"exact {exact[r, k]!r}, numpy {w[r, k]!r}, bound {b[r, k]:.3g}"
+                                       for r, k in list(zip(rows, cols))[:4]))
+
+
+def _two_product(a, b):
+    # a*b = p + e exactly (Dekker's product, with Veltkamp's split into 26-bit halves)
+    p = a * b
+
+    def halves(v):
+        t = 134217729.0 * v  # 2**27 + 1
+        hi = t - (t - v)
+        return hi, v - hi
+
+    (ah, al), (bh, bl) = halves(a), halves(b)
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def fused_multiply_add(a, b, c):
+    """a*b + c with one rounding (to within a rounding of it, in the rare cases where the last step's
+    sum rounds twice), in float32 or float64, as the GPU's FMA computes it."""
+    if a.dtype == np.float32:  # a float product is exact in double
+        return (a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64)).astype(np.float32)
+    with np.errstate(all="ignore"):  # overflow, inf - inf: where they occur, the plain sum's special value
+        p, e = _two_product(a, b)
+        s = p + c
+        v = s - p
+        t = (p - (s - v)) + (c - v)  # p + c = s + t exactly (Knuth's two-sum)
+        fused = s + (t + e)
+        plain = np.where(np.isinf(c) & np.isfinite(a) & np.isfinite(b), c, a * b + c)  # the exact product is finite
+        return np.where(np.isfinite(fused) & np.isfinite(p) & np.isfinite(s), fused, plain)
+
+
+class GpuArithmetic(CKernel):
+    """The generated kernel computed as a GPU computes it: every ``a*b + c`` and ``a*b - c`` (a product in
+    the expression, or a local that holds one) fused into one rounding, as NVRTC contracts them by
+    default, also across statements; and each math function's result moved by up to ``ulps`` units in
+    the last place, at random, as CUDA's functions differ from glibc's and numpy's."""
+
+    #: correctly rounded (or exact) in CUDA as in numpy
+    EXACT = {"sqrt", "fabs", "isnan"}
+
+    def __init__(self, source, dtype, ulps=1, seed=0):
+        super().__init__(source, dtype)
+        self.ulps, self.rng = ulps, np.random.default_rng(seed)
+        self.products = {name: e for _, name, e in self.code if e[0] == "bin" and e[1] == "*"}
+
+    def product(self, e):
+        if e[0] == "id" and e[1] in self.products:
+            e = self.products[e[1]]
+        return e if e[0] == "bin" and e[1] == "*" else None
+
+    def ev(self, e, env):
+        if e[0] == "bin" and e[1] in "+-":
+            for side in (2, 3):
+                m = self.product(e[side])
+                if m is None:
+                    continue
+                a, b, c = self.ev(m[2], env), self.ev(m[3], env), self.ev(e[5 - side], env)
+                t = max(self.promote(a, b), self.promote(b, c), key=RANK.get)
+                A, B, C = (np.asarray(x.v, NP[t]) for x in (a, b, c))
+                if e[1] == "-":  # a*b - c, or c - a*b as (-a)*b + c
+                    A, C = (A, -C) if side == 2 else (-A, C)
+                with np.errstate(all="ignore"):
+                    fused = fused_multiply_add(A, B, C)
+                return self.typed(np.asarray(fused, NP[t]), t, a.const and b.const and c.const)
+        r = super().ev(e, env)
+        if e[0] == "call" and e[1] in C_FUNCTIONS and e[1] not in self.EXACT and not r.const and self.ulps:
+            v = np.asarray(r.v)
+            steps = self.rng.integers(-self.ulps, self.ulps + 1, v.shape)
+            with np.errstate(all="ignore"):
+                for _ in range(self.ulps):
+                    v = np.where(steps > 0, np.nextafter(v, np.asarray(np.inf, v.dtype)),
+                                 np.where(steps < 0, np.nextafter(v, np.asarray(-np.inf, v.dtype)), v))
+                    steps = steps - np.sign(steps)
+            r = V(v, r.t, r.const)
+        return r
+
+
+def on_gpu_arithmetic(program, inputs, dtype, ulps=1):
+    """The generated kernel, through ``launch``, computed with the GPU's FMA and a libm ``ulps`` away."""
+    return cuda.launch(program, inputs, dtype, np, GpuArithmetic(cuda.kernel_source(program, dtype), dtype, ulps))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("text", list(E.values()) + MORE + ["x*y + 1, 3"])
+def test_the_gpus_arithmetic_is_within_the_budget(text, dtype):
+    # what a right kernel computes on a GPU passes, cancellation included: these are the programs the
+    # GPU tests run, where a tolerance relative to |f| and to the terms' sizes failed E1, E3 (float32),
+    # E4, x**2 - y**-2 + x**0.5, atan2(y, x) + hypot(x, 1e-300) (float32) and x*y + 1 on an H200
+    program = compile_graph(parse(text))
+    inputs = points(program.variables, 3000, seed=5)
+    assert_within_rounding(program, inputs, dtype, on_gpu_arithmetic(program, inputs, dtype), judged=96)
+
+
+def test_fused_multiply_add_is_fused():
+    a, b = np.array([1 + 2.0 ** -30, 3.0, 1e308]), np.array([1 - 2.0 ** -30, 1 / 3, 10.0])
+    c = np.array([-1.0, -1.0, -np.inf])
+    with np.errstate(all="ignore"):
+        got, unfused = fused_multiply_add(a, b, c), a * b + c
+    assert got[0] == -(2.0 ** -60) and unfused[0] == 0.0  # the product's lost bits survive the sum
+    assert got[1] == float(Fraction(3.0) * Fraction(1 / 3) - 1) != unfused[1] and got[2] == -np.inf
+    a32, b32, c32 = (x[:2].astype(np.float32) for x in (a, b, c))
+    f32 = fused_multiply_add(a32, b32, c32)
+    assert f32.dtype == np.float32
+    assert f32[1] == np.float32(float(Fraction(float(a32[1])) * Fraction(float(b32[1])) - 1))
+
+
+def test_cancellation_is_judged_by_its_terms():
+    # Two of the GPU's failures, at their points. E1 near its zero (the entry near 1.2e-5): x*y + sin(x)
+    # of terms near 0.83 is 1.17e-5, and fusing x*y into the sum moves it by 4.7e-17, 4e-12 of itself,
+    # outside the former 1e-12 of |f| + |f|. x*y + 1 near its zero: fused, the value is exact, where
+    # numpy's is 1e-16 off, 2.4e-11 of itself: outside the shapes test's former rtol of 1e-15. Both
+    # kernels, and numpy, are well within the budget, which is relative to the terms' rounding.
+    for text, at in [(E["E1"], (-0.9768804328430503, -0.8483815343419399)),
+                     ("x*y + 1, 3", (-0.5044117251695699, 1.98251579350144))]:
+        program = compile_graph(parse(text))
+        inputs = {"x": np.array([at[0]]), "y": np.array([at[1]])}
+        fused, numpy_ = on_gpu_arithmetic(program, inputs, "float64", ulps=0), reference(program, inputs, "float64")
+        f = numpy_[0, 0]
+        assert abs(fused[0, 0] - f) > 1e-12 * 2 * abs(f)
+        exact = exact_outputs(program, [inputs["x"], inputs["y"]], "float64", [0])
+        if text == "x*y + 1, 3":
+            assert fused[0, 0] == exact[0, 0] != f
+        assert_within_rounding(program, inputs, "float64", fused)
+        assert_within_rounding(program, inputs, "float64", numpy_)
+
+
+@pytest.mark.parametrize("dtype, factor", [("float64", "T(1.0000000000001)"), ("float32", "T(1.000004)")])
+def test_the_budget_catches_a_template_a_few_dozen_ulp_off(monkeypatch, dtype, factor):
+    # sin 450 ulp off in double, 34 in float: a few times the budget, and caught
+    monkeypatch.setitem(PRIMITIVES, "sin", replace(PRIMITIVES["sin"], cuda=f"(sin({{0}}) * {factor})"))
+    program = compile_graph(parse(E["E1"]))
+    inputs = points(program.variables, 2000, seed=5)
+    with pytest.raises(AssertionError, match="outside the rounding bound"):
+        assert_within_rounding(program, inputs, dtype, interpret(program, inputs, dtype), judged=32)
+
+
+def test_the_budget_holds_constant_outputs_exact(monkeypatch):
+    # a constant output row is judged exactly: written from a float32 rounding of its literal, it fails
+    program = compile_graph(parse("x*y + 1, 0.1"))
+    inputs = points(program.variables, 500, seed=1)
+    assert_within_rounding(program, inputs, "float64", interpret(program, inputs, "float64"))
+    literal = cuda.literal
+    monkeypatch.setattr(cuda, "literal", lambda v, dtype: literal(v, "float32"))
+    got = interpret(program, inputs, "float64")
+    assert got[1, 0] == float(np.float32(0.1)) != 0.1
+    with pytest.raises(AssertionError, match="outside the rounding bound"):
+        assert_within_rounding(program, inputs, "float64", got, judged=8)
+
+
 # --- device choice ---------------------------------------------------------------------------------------
 
 def test_cpu_and_unknown_devices():
@@ -597,24 +863,25 @@ def test_cupy_without_a_device(monkeypatch, count, error, expect):
 
 HAVE_CUDA, WHY_NOT = cuda_status()
 needs_cuda = pytest.mark.skipif(not HAVE_CUDA, reason=f"needs CuPy and a CUDA device: {WHY_NOT}")
+#: single operations on special values, against numpy: how close a finite value must be (no cancellation
+#: is possible in one operation; the whole programs are judged by ``assert_within_rounding``)
 RTOL = {"float64": 1e-12, "float32": 1e-5}
 
 
-def assert_close_on_gpu(program, inputs, dtype, graph=None):
-    """The kernel against the numpy executor; the error is measured against the value's size and the
-    size of the terms that make it (the absolute-value program), so cancellation does not count."""
+def on_gpu(program, inputs, dtype):
     import cupy
 
     got = cuda.execute(program, inputs, dtype)
     assert isinstance(got, cupy.ndarray) and got.dtype == np.dtype(dtype)
-    got = got.get()
+    return got.get()
+
+
+def assert_close_on_gpu(program, inputs, dtype):
+    """The kernel against the numpy executor, relative to the value: NaN where NaN, infinities equal."""
+    got = on_gpu(program, inputs, dtype)
     want = reference(program, inputs, dtype).astype(np.float64)
-    scale = np.abs(want)
-    if graph is not None:
-        scale = scale + np.abs(np.stack(run(compile_graph(graph, absolute=True),
-                                            {k: np.asarray(v, dtype) for k, v in inputs.items()})))
     tiny = np.finfo(dtype).tiny * 4  # CuPy compiles with -ftz=true: float32 subnormals flush to zero
-    bad = ~((np.abs(got - want) <= RTOL[dtype] * scale + tiny) | (np.isnan(got) & np.isnan(want))
+    bad = ~((np.abs(got - want) <= RTOL[dtype] * np.abs(want) + tiny) | (np.isnan(got) & np.isnan(want))
             | (got == want))
     assert not bad.any(), (dtype, np.argwhere(bad)[:5], got[bad][:5], want[bad][:5])
 
@@ -623,10 +890,12 @@ def assert_close_on_gpu(program, inputs, dtype, graph=None):
 @needs_cuda
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("text", list(E.values()) + MORE)
-def test_gpu_kernel_matches_numpy(text, dtype):
-    graph = parse(text)
-    program = compile_graph(graph)
-    assert_close_on_gpu(program, points(program.variables, 100_000, seed=5), dtype, graph)
+def test_gpu_kernel_against_exact_values(text, dtype):
+    # judged against mpmath within CUDA's documented budget (ULP_BUDGET): FMA contraction and CUDA's
+    # libm move results near a cancellation by more than any tolerance relative to |f| allows
+    program = compile_graph(parse(text))
+    inputs = points(program.variables, 100_000, seed=5)
+    assert_within_rounding(program, inputs, dtype, on_gpu(program, inputs, dtype))
 
 
 @pytest.mark.gpu
@@ -659,12 +928,16 @@ def test_gpu_float32_is_float32_and_sources_compile_once():
 @pytest.mark.gpu
 @needs_cuda
 def test_gpu_shapes_and_constant_outputs():
+    # rows: x*y + 1, the constant 3, then the Jacobian: y, x, 0, 0. The constant and copied rows are exact;
+    # x*y + 1 is one fused multiply-add on the GPU, so near x*y = -1 it differs from numpy's two roundings
+    # by far more than 1e-15 of itself, and is the more accurate (test_cancellation_is_judged_by_its_terms)
     program = compile_graph(parse("x*y + 1, 3"))
     for n in (0, 1, 1_000_003):
         inputs = points(["x", "y"], n, seed=n)
-        out = cuda.execute(program, inputs, "float64").get()
+        out = on_gpu(program, inputs, "float64")
         assert out.shape == (len(program.outputs), n)
-        np.testing.assert_allclose(out, reference(program, inputs, "float64"), rtol=1e-15)
+        np.testing.assert_array_equal(out[1:], reference(program, inputs, "float64")[1:])
+        assert_within_rounding(program, inputs, "float64", out)
     out = cuda.execute(program, {"x": np.float64(2.0), "y": np.arange(3.0)}, "float64").get()
     np.testing.assert_array_equal(out, reference(program, {"x": 2.0, "y": np.arange(3.0)}, "float64"))
     assert resolve_device("cuda") == ("cuda", "") and resolve_device("auto") == ("cuda", "")
