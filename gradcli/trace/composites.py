@@ -124,8 +124,13 @@ def nan_moment(func, root):
             raise NotTraceable("no degrees of freedom left in a slice")
         dev = np.where(keep, kept - np.sum(kept, axis=axis, keepdims=True) / count, np.zeros((), a.dtype))
         kd = _kd(keepdims)
-        var = np.sum(dev * dev, axis=axis, keepdims=kd) / (np.sum(keep, axis=axis, keepdims=kd) - ddof)
-        return with_value(np.sqrt(var) if root else var, value)
+        kept_count = np.sum(keep, axis=axis, keepdims=kd)
+        var = np.sum(dev * dev, axis=axis, keepdims=kd) / (kept_count - ddof)
+        if not root:
+            return with_value(var, value)
+        # a slice of one entry has std identically 0: sqrt's infinite slope there would make 0 * inf
+        one, zero = kept_count == 1, np.zeros((), a.dtype)
+        return with_value(np.where(one, zero, np.sqrt(np.where(one, np.ones((), a.dtype), var))), value)
 
     return rule
 

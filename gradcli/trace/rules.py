@@ -218,6 +218,8 @@ def _moments(x, axis, ddof, kw):
     _check(kw)
     axes = axes_of(axis, x.ndim)
     n = math.prod(x.shape[i] for i in axes)
+    if n - ddof <= 0:  # numpy divides by max(n - ddof, 0): inf or nan whatever x is, no derivative
+        raise NotTraceable("ddof leaves no degrees of freedom")
     # d var = 2/(n - ddof) * sum(Re(conj(x - mean) * dx)), the mean's own change summing to zero
     return axes, ddof, 2 * conj(x - np.mean(x, axis=axes, keepdims=True)) / (n - ddof)
 
@@ -234,7 +236,7 @@ def std_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
     value = np.std(x, axis=axis, dtype=dtype, ddof=ddof, keepdims=kd)
     with np.errstate(**QUIET):  # std = 0 is a kink of sqrt: infinite weights, reported by the checks
         w = w / (2 * np.std(x, axis=axes, dtype=dtype, ddof=ddof, keepdims=True))
-    if int(np.prod([x.shape[k] for k in axes])) - ddof == 1:  # one element: std is identically 0
+    if math.prod(x.shape[k] for k in axes) == 1:  # one element: std is identically 0 (0/0 above)
         w = np.zeros_like(w)
     return reduction(a, axis, kd, value, w)
 
