@@ -15,6 +15,8 @@ import functools
 
 import numpy as np
 
+from gradcli.trace.array import rebuild
+
 NOTE = ("{names}: complex, checked as real and imaginary parts (index [..., 0] and [..., 1]) in PyTorch's "
         "convention: the gradient is dL/dRe + i dL/dIm")
 
@@ -50,7 +52,7 @@ def as_pairs(spec, inputs: dict, names: list, wrt: list):
         if isinstance(res, dict):
             return {k: one(k, g) for k, g in res.items()}
         if isinstance(res, (tuple, list)):
-            return type(res)(one(k, g) for k, g in zip(wrt, res)) if len(wrt) == len(res) else res
+            return rebuild(res, (one(k, g) for k, g in zip(wrt, res))) if len(wrt) == len(res) else res
         return one(wrt[0], res) if len(wrt) == 1 else res
 
     def wrap(f, with_grad=False):
@@ -89,7 +91,7 @@ def real_outputs(spec):
 
     def as_real(out):
         if isinstance(out, (tuple, list)):
-            return type(out)(as_real(o) for o in out)
+            return rebuild(out, (as_real(o) for o in out))
         if np.iscomplexobj(out) if not hasattr(out, "dtype") else out.dtype.kind == "c":
             seen[0] = True
             return pairs(out)

@@ -199,12 +199,19 @@ def value_of(x):
     return x._value if isinstance(x, Traced) else x
 
 
+def rebuild(seq, items):
+    """A list or tuple of the same type as ``seq`` holding ``items``: numpy's named tuples
+    (``SlogdetResult``, ``EighResult``, ``SVDResult``...) take their fields as arguments, not an iterable."""
+    items = list(items)
+    return type(seq)(*items) if hasattr(seq, "_fields") else type(seq)(items)
+
+
 def unwrap(obj):
     """The same structure with every Traced replaced by its plain value (lists, tuples, dicts)."""
     if isinstance(obj, Traced):
         return obj._value
     if isinstance(obj, (list, tuple)):
-        return type(obj)(unwrap(o) for o in obj)
+        return rebuild(obj, (unwrap(o) for o in obj))
     if isinstance(obj, dict):
         return {k: unwrap(v) for k, v in obj.items()}
     return obj
@@ -247,7 +254,7 @@ def lift(tape, obj):
             tape.shadows[id(obj)] = (obj, traced, None)
         return traced
     if isinstance(obj, (list, tuple)):
-        return type(obj)(lift(tape, o) for o in obj)
+        return rebuild(obj, (lift(tape, o) for o in obj))
     if isinstance(obj, dict):
         return {k: lift(tape, v) for k, v in obj.items()}
     return obj

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcli.trace.array import NotTraceable, Traced, gather, plain_key, record, unwrap, value_of, write_into
+from gradcli.trace.array import (NotTraceable, Traced, gather, plain_key, rebuild, record, unwrap, value_of,
+                                 write_into)
 from gradcli.trace.linear import for_parent, unbroadcast
 
 
@@ -122,7 +123,7 @@ def _numbers(obj, operands, offsets):
         k = next(i for i, o in enumerate(operands) if o is obj)
         return np.arange(offsets[k] + 1, offsets[k] + 1 + obj.size).reshape(obj.shape)
     if isinstance(obj, (list, tuple)):
-        return type(obj)(_numbers(o, operands, offsets) for o in obj)
+        return rebuild(obj, (_numbers(o, operands, offsets) for o in obj))
     return np.zeros(np.shape(obj), np.int64)
 
 
@@ -130,7 +131,7 @@ def _replaced(obj, swap):
     if isinstance(obj, Traced):
         return swap.get(id(obj), obj)
     if isinstance(obj, (list, tuple)):
-        return type(obj)(_replaced(o, swap) for o in obj)
+        return rebuild(obj, (_replaced(o, swap) for o in obj))
     return obj
 
 
