@@ -332,13 +332,34 @@ def pinv_rule(a, *args, **kwargs):
 
     def jvp(t):  # dP = -P dA P + P P^H dA^H (I - A P) + (I - P A) dA^H P^H P: not holomorphic
         tt = mH(t)
-        return -(p @ t @ p) + p @ pt @ (tt - tt @ v @ p) + (tt - p @ v @ tt) @ pt @ p
+        return (-_chain(p, t, p) + _chain(p, pt, tt) - _chain(p, pt, tt, v, p)
+                + _chain(tt, pt, p) - _chain(p, v, tt, pt, p))
 
     def vjp(g):
         gt = mH(g)
-        return -(pt @ g @ pt) + (gt - v @ p @ gt) @ p @ pt + pt @ p @ (gt - gt @ p @ v)
+        return (-_chain(pt, g, pt) + _chain(gt, p, pt) - _chain(v, p, gt, p, pt)
+                + _chain(pt, p, gt) - _chain(pt, p, gt, p, v))
 
     return _node(p, a, jvp, vjp)
+
+
+def _chain(*ms):
+    """The product of the stacked matrices ``ms`` in the order with the fewest multiplications (multi_dot's
+    rule, which does not stack): for a tall or wide A the m x m (n x n) projections never form."""
+    dims = [m.shape[-2] for m in ms] + [ms[-1].shape[-1]]
+
+    @functools.cache
+    def best(i, j):  # (multiplications, split) for ms[i] ... ms[j]
+        if i == j:
+            return 0, i
+        return min((best(i, k)[0] + best(k + 1, j)[0] + dims[i] * dims[k + 1] * dims[j + 1], k)
+                   for k in range(i, j))
+
+    def product(i, j):
+        k = best(i, j)[1]
+        return ms[i] if i == j else product(i, k) @ product(k + 1, j)
+
+    return product(0, len(ms) - 1)
 
 
 def lstsq_rule(a, b, *args, **kwargs):
