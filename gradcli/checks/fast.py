@@ -52,7 +52,8 @@ def compare_fast(ctx: CheckContext) -> Outcome:
     uflat = [ctx.flat(u) for u in us]
 
     def identity_rows(ws):
-        return np.array([float(u @ w) for u, w in zip(uflat, ws)])
+        with np.errstate(all="ignore"):  # gradients near float64's limit: an inf product, judged as such
+            return np.array([float(u @ w) for u, w in zip(uflat, ws)])
 
     scale = np.median(np.abs(lhs)) * np.ones(len(us))
     if autodiff:
@@ -84,7 +85,8 @@ def compare_fast(ctx: CheckContext) -> Outcome:
     # a constant trace (all zeros) is a reference once the differences agree, even with no gradient under test
     if ad_w is not None and (not autodiff or ctx.constant):
         adl = identity_rows(ad_w)
-        rss = np.array([np.sqrt(np.sum((u * w) ** 2)) for u, w in zip(uflat, ad_w)])
+        with np.errstate(all="ignore"):
+            rss = np.array([np.sqrt(np.sum((u * w) ** 2)) for u, w in zip(uflat, ad_w)])
         diff, tol, bad, und, live = judge(ctx, adl[None], lhs[None], lerr[None], np.fmax(scale, rss)[None])
         if bad.any():  # a kink within the steps? (see _look_closer) look again with smaller ones
             for a in np.flatnonzero(bad[0]):

@@ -108,22 +108,26 @@ class _Line:
             self.cache[t] = (out, actual)
         return self.cache[t]
 
+    # f may be infinite or NaN at a step (a pole, a domain edge, overflow): the quotient is then inf or
+    # NaN, which every estimate reads as "no estimate", so numpy's warnings about it say nothing
     def central(self, t):
         (fp, tp), (fm, tm) = self(t), self(-t)
-        return (fp - fm) / (tp - tm)
+        with np.errstate(all="ignore"):
+            return (fp - fm) / (tp - tm)
 
     def bend(self, t):
         """(phi(t) - 2 phi(0) + phi(-t)) / t: t*f'' when smooth, the slope's jump at a kink."""
         (fp, tp), (fm, tm) = self(t), self(-t)
-        return (fp - 2 * self.f0 + fm) / ((tp - tm) / 2)
+        with np.errstate(all="ignore"):
+            return (fp - 2 * self.f0 + fm) / ((tp - tm) / 2)
 
 
 def first_pass(line: _Line, H: float) -> dict:
     D1, D2, D4 = line.central(H), line.central(2 * H), line.central(4 * H)
-    R1, R2 = (4 * D1 - D2) / 3, (4 * D2 - D4) / 3
     F = np.fmax(np.abs(line.f0), np.fmax(np.abs(line(H)[0]), np.abs(line(-H)[0])))
     noise = 8 * EPS * F / H
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"):  # inf - inf where f was infinite at two steps: NaN, no estimate
+        R1, R2 = (4 * D1 - D2) / 3, (4 * D2 - D4) / 3
         err = np.abs(R1 - R2) + noise
     err = np.where(np.isfinite(err) & np.isfinite(R1), err, np.inf)
     s1, s2, s4 = np.abs(line.bend(H)), np.abs(line.bend(2 * H)), np.abs(line.bend(4 * H))
@@ -286,13 +290,17 @@ def noise_level(fn: Function, f0: np.ndarray, rng: np.random.Generator) -> np.nd
             return np.zeros(f0.shape)
         rows.append(out)
     table = np.stack(rows)
+    # in units of the largest |f| per element: squares of values near 1e308 would overflow
+    unit = np.max(np.abs(table), axis=0)
+    unit = np.where(unit > 0, unit, 1.0)
+    table = table / unit
     sigmas = []
     for j in range(1, NOISE_POINTS):
         table = np.diff(table, axis=0)
         if j >= 3:
             gamma = float(np.prod(np.arange(1, j + 1)) ** 2 / np.prod(np.arange(1, 2 * j + 1)))
             sigmas.append(np.sqrt(gamma * np.mean(table ** 2, axis=0)))
-    return np.median(np.stack(sigmas), axis=0)
+    return unit * np.median(np.stack(sigmas), axis=0)
 
 
 def directional(fn: Function, f0: np.ndarray, u: dict, H: float, target_rel: float,
