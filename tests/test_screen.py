@@ -115,6 +115,8 @@ def test_grad_output_fits_and_shows_every_method_whole(columns):
     assert max(cell_len(line) for line in table) <= max(columns, 40)
     for name in ("symbolic", "forward", "reverse", "central", "richardson", "complex_step"):
         assert name in r.stdout
-    # the numbers are whole: 11 significant digits of each partial, as at 200 columns
-    assert r.stdout.count("0.88656061998") == 6 and r.stdout.count("2.1495071005") == 6
+    # the numbers are whole: 11 significant digits of each partial, as at 200 columns (the last one free:
+    # central's estimate is 1e-12 from a rounding boundary, and which side it falls depends on the libm)
+    assert len(re.findall(r"\b0\.8865606199\d\b", r.stdout)) == 6
+    assert len(re.findall(r"\b2\.149507100\d\b", r.stdout)) == 6
     assert "…" not in r.stdout
