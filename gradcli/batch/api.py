@@ -1,24 +1,37 @@
 """``gradcli.grad_batch``: the batch comparison from Python, and the input checks the CLI shares."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from gradcli.core.parser import parse_expression
-from gradcli.verdict.point import PointOptions, parse_methods
 from gradcli.core import options as option_values
 from gradcli.core.errors import BadInput, brief
+from gradcli.core.graph import Graph
 from gradcli.methods.symbolic import DEFAULT_TIMEOUT
 from gradcli.core.parser import parse_constant, suggest_call, suspicious_variables
 from gradcli.batch import distributed
-from gradcli.batch.compare import DEFAULT_CHUNK, WORST, run_batch
-from gradcli.engines.device import resolve_target
+from gradcli.batch.compare import run_batch
+from gradcli.batch.options import WORST, BatchOptions
 from gradcli.batch.points import ArrayPoints, OutWriter, Sampler, check_arrays, parse_domains, read_points
 from gradcli.batch.report import BatchReport
 
-DTYPES = {"float64": np.float64, "float32": np.float32}
 #: The most points a batch takes: counts and indices stay exact in float64 statistics up to here, and
 #: beyond it numpy's index arithmetic overflows.
 MAX_POINTS = 2 ** 53
+
+
+@dataclass(frozen=True)
+class PreparedBatch:
+    """What a batch compares: the expression as given, its graph, the points (``source``: ``.n`` of them,
+    ``.chunk(a, b)``), how they were given (``info``, for the report) and the warnings about the input."""
+
+    expression: str
+    graph: Graph
+    source: object
+    info: dict
+    warnings: tuple
 
 
 def _domain_texts(domain) -> list:
@@ -43,8 +56,8 @@ def _domain_texts(domain) -> list:
 
 
 def prepare_batch(expr: str, *, points=None, points_file: str | None = None, n=None, domain=None,
-                  seed: int = 0):
-    """Parse ``expr`` and build its point source -> (graph, source, source_info, warnings)."""
+                  seed: int = 0) -> PreparedBatch:
+    """Parse ``expr`` and build its point source."""
     graph = parse_expression(expr)
     given = sum(x is not None for x in (points, points_file, n))
     if given != 1:
@@ -78,26 +91,12 @@ def prepare_batch(expr: str, *, points=None, points_file: str | None = None, n=N
         source = ArrayPoints(graph.variables, arrays)
     lone = suspicious_variables(graph) if len(graph.variables) == 1 else []
     warnings = [f"{v} is a variable; did you mean {suggest_call(v)}?" for v in lone]
-    return graph, source, info, warnings
-
-
-def check_options(rtol, atol, timeout, chunk, dtype):
-    # the point commands' rules: rtol=inf and --rtol inf read the same everywhere
-    PointOptions.validate(None, rtol, atol, timeout)
-    if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk <= 0:
-        raise BadInput(f"--chunk needs a positive number of points, got {chunk!r}")
-    try:
-        name = np.dtype(dtype).name if not isinstance(dtype, str) else dtype
-    except TypeError:
-        raise BadInput(f"unknown dtype {dtype!r}; choose float64 or float32") from None
-    if name not in DTYPES:
-        raise BadInput(f"unknown dtype {name!r}; choose float64 or float32")
-    return DTYPES[name]
+    return PreparedBatch(expr, graph, source, info, tuple(warnings))
 
 
 def grad_batch(expr: str, points: dict | None = None, *, n: int | None = None, domain=None, seed: int = 0,
                methods=None, rtol=None, atol=None, dtype="float64", device: str | None = None,
-               chunk: int = DEFAULT_CHUNK, out: str | None = None, timeout: float = DEFAULT_TIMEOUT,
+               chunk: int | None = None, out: str | None = None, timeout: float = DEFAULT_TIMEOUT,
                worst: int = WORST, progress=None, engine: str | None = None, dask=None) -> BatchReport:
     """Every method over many points: ``points={"x": array, ...}``, or ``n`` uniform samples of
     ``domain={"x": (-1, 1), ...}`` (or ``"x=-1:1, y=0:2"``) seeded by ``seed``.
@@ -108,42 +107,31 @@ def grad_batch(expr: str, points: dict | None = None, *, n: int | None = None, d
 
     ``r.to_dict()`` is exactly the ``--json`` document; ``out`` writes values and gradients (.npz or
     .csv, atomically); ``engine`` (``numpy``, ``numba`` or ``cuda``) overrides the rule that picks the
-    compiled program's engine from the batch alone (docs/batch-usage.md); ``dask`` (a scheduler's
-    address, ``"tcp://host:8786"``, or a ``distributed.Client``) runs the chunks on that cluster, with the
-    same statistics (docs/batch.md). Raises :class:`gradcli.BadInput` on bad input.
+    compiled program's engine from the batch alone (docs/batch-usage.md); ``chunk`` (points per chunk)
+    the one that picks it from the device (docs/batch.md); ``dask`` (a scheduler's address,
+    ``"tcp://host:8786"``, or a ``distributed.Client``) runs the chunks on that cluster, with the same
+    statistics (docs/batch.md). Raises :class:`gradcli.BadInput` on bad input.
     """
-    dt = check_options(rtol, atol, timeout, chunk, dtype)
+    options, _ = BatchOptions.validate(methods=methods, rtol=rtol, atol=atol, dtype=dtype, device=device,
+                                       engine=engine, chunk=chunk, timeout=timeout, worst=worst, out=out, dask=dask)
     option_values.seed(seed, "seed", optional=False)
-    if isinstance(worst, bool) or not isinstance(worst, (int, np.integer)) or worst < 1:
-        raise BadInput(f"worst must be a positive number of points, got {worst!r}")
-    if isinstance(methods, str):  # "forward,central", as --method takes it
-        methods = [m.strip() for m in methods.split(",") if m.strip()]
-    dev, engine, _ = resolve_target(device, engine)
-    graph, source, info, warnings = prepare_batch(expr, points=points, n=n, domain=domain, seed=seed)
-    return run_prepared(graph, source, info, warnings, expr=expr, methods=methods, rtol=rtol, atol=atol,
-                        dtype=dt, device=dev, chunk=chunk, out=out, timeout=timeout, worst=worst,
-                        progress=progress, engine=engine, dask=dask)
+    batch = prepare_batch(expr, points=points, n=n, domain=domain, seed=seed)
+    return run_prepared(batch, options, progress)
 
 
-def run_prepared(graph, source, info, warnings, *, expr, methods, rtol, atol, dtype, device, chunk, out,
-                 timeout, worst=WORST, progress=None, engine: str = "auto", dask=None) -> BatchReport:
-    """Run a prepared batch; ``out`` is published only when the whole run succeeded. ``dask``: as for
-    :func:`grad_batch`; a client made here from an address is closed here."""
-    try:
-        selected = parse_methods(methods)
-    except ValueError as exc:
-        raise BadInput(str(exc)) from None
+def run_prepared(batch: PreparedBatch, options: BatchOptions, progress=None) -> BatchReport:
+    """Run a prepared batch; ``options.out`` is published only when the whole run succeeded. A Dask
+    client made here from an address (``options.dask``) is closed here."""
     writer = client = None
     owned = False
+    out = options.out
     try:
-        if dask is not None:
-            client, owned = distributed.connect(dask)
-        writer = OutWriter(out, graph.variables, len(graph.outputs), source.n,
-                           inputs=[info["points_file"]] if "points_file" in info else ()) if out is not None else None
-        report = run_batch(graph, source, expression=expr, methods=selected, rtol=rtol, atol=atol,
-                           timeout=timeout if timeout else None, device=device, dtype=dtype, chunk=chunk,
-                           out=writer, progress=progress, worst=worst, warnings=warnings, source_info=info,
-                           engine=engine, dask=client)
+        if options.dask is not None:
+            client, owned = distributed.connect(options.dask)
+        if out is not None:
+            writer = OutWriter(out, batch.graph.variables, len(batch.graph.outputs), batch.source.n,
+                               inputs=[batch.info["points_file"]] if "points_file" in batch.info else ())
+        report = run_batch(batch, options, out=writer, progress=progress, client=client)
         if writer is not None:
             try:
                 writer.close()
@@ -153,10 +141,10 @@ def run_prepared(graph, source, info, warnings, *, expr, methods, rtol, atol, dt
         if writer is not None:
             writer.abort()
         if isinstance(exc, MemoryError):
-            raise BadInput(f"not enough memory for chunks of {chunk} points: give a smaller --chunk") from None
+            size = f"chunks of {options.chunk} points" if options.chunk else "the chunks chosen from its memory"
+            raise BadInput(f"not enough memory for {size}: give a smaller --chunk") from None
         raise
     finally:
         if owned:
             distributed.close(client)
     return report
-

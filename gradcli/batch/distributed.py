@@ -1,6 +1,6 @@
 """A batch's chunks as tasks on a Dask cluster (``--dask ADDRESS``; the ``dask`` extra).
 
-The client ships the batch's :class:`~gradcli.batch.compare.Plan` and, for sampled points, the
+The client ships the batch's :class:`~gradcli.batch.chunk.Plan` and, for sampled points, the
 :class:`~gradcli.batch.points.Sampler` once to every worker; each task draws (or is given) its chunk's
 points, compiles the programs on first use in its worker, and returns the chunk's
 :class:`~gradcli.batch.merge.Partial`. The client takes the partials in chunk order, with a bounded
@@ -100,7 +100,7 @@ def _preflight(client, plan) -> int:
         if version != __version__:
             raise BadInput(f"--dask: worker {worker} runs gradcli {version}, this client {__version__}: "
                            "install the same version everywhere")
-        if plan.engine == "numba" and not has_numba:
+        if plan.options.engine == "numba" and not has_numba:
             raise BadInput(f"--dask: the batch runs the numba engine and worker {worker} has no numba: "
                            "install gradcli[fast] there, or pass --engine numpy")
     return max(sum(client.nthreads().values()), 1)
@@ -134,7 +134,7 @@ def _tune_allocator() -> None:
 
 
 def run_chunk(work, plan, points, start: int, stop: int):
-    """A task: ``work(plan, points, start, stop)`` (compare.chunk_partial, passed in so that this module
+    """A task: ``work(plan, points, start, stop)`` (chunk.chunk_partial, passed in so that this module
     does not import the comparison that calls it) on the chunk ``start:stop``; ``points`` is the Sampler
     (drawn here) or the chunk's own points."""
     _tune_allocator()

@@ -49,23 +49,39 @@ class Partial:
     out: tuple | None = None
 
 
-def method_partial(status, rel, records, exact: bool) -> MethodPartial:
-    """``status`` per point (0 agree, 1 mismatch, 2 undefined, 3 unavailable), ``rel`` for the compared
-    points (host arrays)."""
-    counts = tuple(int(c) for c in np.bincount(status, minlength=4)[:4])
+def method_summary(xp, status, rel, exact: bool) -> dict:
+    """What one method contributes to its statistics from a chunk, computed where the chunk's arrays are
+    (``xp``) and small but for exact medians: ``counts`` of points by ``status`` (0 agree, 1 mismatch,
+    2 undefined, 3 unavailable), the largest relative error ``rel`` of the compared points (``max``), and
+    their relative errors (``rels``, NaN where a point is not compared) or their histogram (``hist``)."""
+    compared = status <= 1
+    summary = {"counts": xp.bincount(status, minlength=4)[:4],
+               "max": xp.max(xp.where(compared, rel, -xp.inf))}
+    if exact:
+        summary["rels"] = xp.where(compared, rel, xp.nan)
+    else:
+        with np.errstate(all="ignore"):  # log10 of 0, and of the -1 of points not compared
+            lg = xp.log10(rel)
+            # clipped before the cast: an infinite error belongs to the top bin, and float-to-int of inf
+            # is not the same number on every device
+            pos = xp.clip((lg - HIST_LO) * HIST_PER_DECADE, -1, HIST_BINS)
+            idx = xp.floor(pos).astype(np.int64) + 1
+        idx = xp.clip(xp.where(rel < 10 ** HIST_LO, 0, idx), 0, HIST_BINS - 1)
+        summary["hist"] = xp.bincount(xp.where(compared, idx, HIST_BINS), minlength=HIST_BINS + 1)[:HIST_BINS]
+    return summary
+
+
+def method_partial(summary: dict, records) -> MethodPartial:
+    """The :class:`MethodPartial` of :func:`method_summary`'s arrays, on the host."""
+    counts = tuple(int(c) for c in summary["counts"])
     rels = hist = None
     max_rel = -math.inf
-    if rel.size:
-        r = np.where(np.isnan(rel), np.inf, rel)
-        max_rel = float(r.max())
-        if exact:
-            rels = r
+    if counts[0] + counts[1]:
+        max_rel = float(summary["max"])
+        if "rels" in summary:
+            rels = summary["rels"][~np.isnan(summary["rels"])]
         else:
-            with np.errstate(divide="ignore"):
-                lg = np.log10(r)
-            idx = np.floor((lg - HIST_LO) * HIST_PER_DECADE).astype(np.int64) + 1
-            idx = np.clip(np.where(r < 10 ** HIST_LO, 0, idx), 0, HIST_BINS - 1)
-            hist = np.bincount(idx, minlength=HIST_BINS)
+            hist = summary["hist"]
     return MethodPartial(counts, rels, hist, max_rel, records)
 
 

@@ -12,8 +12,8 @@ from gradcli.checks import numeric as num
 from gradcli.verdict import tolerance as vt
 from gradcli.core.constants import CHECK_ESTIMATE_SAFETY
 from gradcli.checks.context import (
-    CONSTANT_NOTE, NUMERIC_CAP, SAMPLE, UNSEEN_NOTE, CheckContext, Outcome, Verdict, at_text, badness, combine,
-    mismatch, summarize)
+    CONSTANT_NOTE, EPS, FLOOR_ULPS, NUMERIC_CAP, SAMPLE, UNSEEN_NOTE, CheckContext, Outcome, Verdict,
+    at_text, badness, combine, mismatch, summarize)
 from gradcli.checks.findings import (
     count_text, float64_hint, largest_elsewhere, precision_by_input, underflow_text, worst, worst_entries)
 from gradcli.checks.under_test import FRAMEWORK_GRADIENT, framework_under_test, user_gradient, user_vjp_at
@@ -22,23 +22,63 @@ from gradcli.checks.under_test import FRAMEWORK_GRADIENT, framework_under_test, 
 GLOBAL_SHARE = 1e-3
 
 
-def judge(ctx: CheckContext, got, ref, err, typical):
+def judge(ctx: CheckContext, got, ref, err, typical, zero=None):
     """Per entry: (|got - ref|, tolerance, failed, undecided, live). See the runner's docstring.
 
-    ``ctx`` contributes only the tolerances (``rtol``, ``atol``) and the dtype under test (the floor)."""
+    ``ctx`` contributes only the tolerances (``rtol``, ``atol``) and the dtype under test (the floor).
+    ``zero()``, where given, is the absolute scale of an exact zero per entry (:func:`zero_of_columns`,
+    :func:`zero_of_directions`): asked for only when an entry would fail or stay undecided without it."""
     floor = ctx.floor(ref)
     with np.errstate(all="ignore"):
-        # the one tolerance rule (gradcli.verdict.tolerance) with check's terms: the input's typical
-        # gradient as the scale, no rounding spread and no subnormal term (the user's code is not ours to
-        # jiggle), the floor of the dtype under test; the estimate is added here, with check's own safety
-        # factor, because a NaN estimate must fail the entry rather than widen its tolerance to inf
-        base = vt.tolerance(np, ref, typical, 0.0, None, floor, (ctx.rtol, ctx.atol), numerical=True, tiny=0.0)
-        tol = base + CHECK_ESTIMATE_SAFETY * err
         diff = np.abs(got - ref)
     live = np.isfinite(ref)
-    failed = live & ~(diff <= tol)
-    undecided = live & ~failed & (CHECK_ESTIMATE_SAFETY * err > base)
+    for scale in (None, zero):
+        if scale is not None:  # the tolerance of an entry that is 0 gets the absolute scale of a zero
+            floor = floor + vt.at_exact_zero(np, ref, np.nan_to_num(err), scale(), CHECK_ESTIMATE_SAFETY)
+        with np.errstate(all="ignore"):
+            # the one tolerance rule (gradcli.verdict.tolerance) with check's terms: the input's typical
+            # gradient as the scale, no rounding spread and no subnormal term (the user's code is not ours to
+            # jiggle), the floor of the dtype under test; the estimate is added here, with check's own safety
+            # factor, because a NaN estimate must fail the entry rather than widen its tolerance to inf
+            base = vt.tolerance(np, ref, typical, 0.0, None, floor, (ctx.rtol, ctx.atol), numerical=True,
+                                tiny=0.0)
+            tol = base + CHECK_ESTIMATE_SAFETY * err
+        failed = live & ~(diff <= tol)
+        undecided = live & ~failed & (CHECK_ESTIMATE_SAFETY * err > base)
+        if not (failed.any() or undecided.any()):
+            break
     return diff, tol, failed, undecided, live
+
+
+def exact_zero(ctx: CheckContext) -> np.ndarray:
+    """Per output element, the absolute scale of an exactly zero derivative along a random direction
+    (gradcli.verdict.tolerance.exact_zero_scale), measured once per check (7 calls of f)."""
+    if "zero" not in ctx.memo:
+        u = num.random_directions(ctx.numf, 1, np.random.default_rng([ctx.seed, 37]))[0]
+        size, curvature = num.size_and_curvature(ctx.numf, ctx.f0, u, ctx.step)
+        ctx.memo["zero"] = vt.exact_zero_scale(size, curvature, ctx.step, FLOOR_ULPS * EPS[ctx.dtype])
+    return ctx.memo["zero"]
+
+
+def zero_of_columns(ctx: CheckContext, cols, rows=None):
+    """``zero`` for :func:`judge` on Jacobian entries (output or cotangent row, input element ``cols``):
+    per unit of each element, whose steps are its scale; ``rows`` (r, m): cotangents weighing the outputs."""
+    def scale():
+        z = exact_zero(ctx)
+        per_row = z if rows is None else np.abs(np.asarray(rows)) @ z
+        return per_row[:, None] / ctx.flat(ctx.numf.scales)[np.asarray(cols)][None]
+    return scale
+
+
+def zero_of_directions(ctx: CheckContext, shape, weights=None):
+    """``zero`` for :func:`judge` on derivatives along random directions (J u: ``shape`` (k, m)), or on
+    <J u, v> for cotangents ``weights`` (k, m) (``shape`` (1, k))."""
+    def scale():
+        z = exact_zero(ctx)
+        if weights is not None:
+            return (np.abs(np.asarray(weights)) @ z).reshape(shape)
+        return np.broadcast_to(z, shape)
+    return scale
 
 
 def typical_by_input(ctx: CheckContext, ref, cols=None) -> np.ndarray:
@@ -97,7 +137,8 @@ def _look_closer(ctx, ad_rows, cols, bad, nref, nerr, kink, ntyp, target, sigma,
     disputed = np.flatnonzero(bad.any(axis=0))[:CLOSER_MAX]
     close = num.jacobian_columns(ctx.numf, ctx.f0, [ctx.label(cols[k]) for k in disputed],
                                  ctx.step * CLOSER, target, complex_step=False, sigma=sigma)
-    _, _, bad2, und2, _ = judge(ctx, ad_rows[:, cols[disputed]], close.value, close.error, ntyp[:, disputed])
+    _, _, bad2, und2, _ = judge(ctx, ad_rows[:, cols[disputed]], close.value, close.error, ntyp[:, disputed],
+                                zero_of_columns(ctx, cols[disputed]))
     agree = ~(bad2 | und2 | close.kink).any(axis=0)
     nref, nerr, kink = nref.copy(), nerr.copy(), kink.copy()
     ks = disputed[agree]
@@ -113,7 +154,7 @@ def _look_closer(ctx, ad_rows, cols, bad, nref, nerr, kink, ntyp, target, sigma,
             f"element(s): steps {1 / CLOSER:.0f} times smaller agree with {ctx.ad_label} at {ks.size}"
             + (f" and at {ku.size} give another value than the first steps (no finite-difference reference there)"
                if ku.size else ""))
-    diff, tol, bad, und, live = judge(ctx, ad_rows[:, cols], nref, nerr, ntyp)
+    diff, tol, bad, und, live = judge(ctx, ad_rows[:, cols], nref, nerr, ntyp, zero_of_columns(ctx, cols))
     return nref, nerr, kink, bad & ~kink
 
 
@@ -153,7 +194,7 @@ def compare_full(ctx: CheckContext) -> Outcome:
             "the function does not take complex inputs" if len(cols) <= num.COMPLEX_MAX else
             f"not run on more than {num.COMPLEX_MAX} elements"))
     else:
-        diff, tol, bad, und, live = judge(ctx, cs, nref, nerr, ntyp)
+        diff, tol, bad, und, live = judge(ctx, cs, nref, nerr, ntyp, zero_of_columns(ctx, cols))
         bad &= ~kink
         if bad.any():
             methods["complex_step"] = summarize("complex_step", "mismatch", diff, message=(
@@ -170,7 +211,7 @@ def compare_full(ctx: CheckContext) -> Outcome:
     ref, err, ref_cols, reference = None, None, cols, numeric_name
     # a constant trace (all zeros) is a reference once the differences agree, even with no gradient under test
     if ad_rows is not None and (not autodiff or ctx.constant):
-        diff, tol, bad, und, live = judge(ctx, ad_rows[:, cols], nref, nerr, ntyp)
+        diff, tol, bad, und, live = judge(ctx, ad_rows[:, cols], nref, nerr, ntyp, zero_of_columns(ctx, cols))
         bad &= ~kink
         if bad.any():
             nref, nerr, kink, bad = _look_closer(ctx, ad_rows, cols, bad, nref, nerr, kink, ntyp, target, sigma,
@@ -267,13 +308,14 @@ def _ad_rows(ctx, methods: dict, notes: list):
 
 
 def verdict_of_elements(ctx, got, ref, err, kink, cols, refdesc: str, identity=None,
-                        cotangent_rows=False, sigma=0.0) -> Outcome:
+                        cotangents=None, sigma=0.0) -> Outcome:
     """Compare ``got`` with ``ref`` entry by entry ((m, len(cols))) -> the status, message, mismatches.
     ``identity()`` (fast mode) may decide after the elements pass: an Outcome, or None.
-    ``cotangent_rows``: the rows are J^T v for random cotangents v, so an entry is an input element
-    (a column), counted once however many rows it is wrong in. ``sigma``: f's measured noise."""
+    ``cotangents`` (v, (r, m)): the rows are J^T v for them, so an entry is an input
+    element (a column), counted once however many rows it is wrong in. ``sigma``: f's measured noise."""
     typ = typical_by_input(ctx, ref, cols)
-    diff, tol, bad, und, live = judge(ctx, got, ref, err, typ)
+    diff, tol, bad, und, live = judge(ctx, got, ref, err, typ, zero_of_columns(ctx, cols, cotangents))
+    cotangent_rows = cotangents is not None
     bad &= ~kink
     und &= ~kink
     if ctx.autodiff:

@@ -7,7 +7,7 @@ values; only the runner writes them onto the CheckResult. Nothing here calls use
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -117,6 +117,8 @@ class CheckContext:
     #: framework checks: framework_hvp(v, w, **inputs) -> ({name: H_w v}, J v) | Verdict, the framework's own
     #: derivative of its vjp (torch's double backward): H_w v along v, and along the cotangent w
     framework_hvp: Callable | None = None
+    #: what a comparison measured once for the whole check and shares (the scale of an exact zero)
+    memo: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def n(self) -> int:

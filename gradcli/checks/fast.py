@@ -9,7 +9,7 @@ import numpy as np
 
 from gradcli.checks import numeric as num
 from gradcli.checks.compare import (
-    CLOSER, describe_under_test, judge, reference_text, under_test_name, verdict_of_elements)
+    CLOSER, describe_under_test, judge, reference_text, under_test_name, verdict_of_elements, zero_of_directions)
 from gradcli.checks.findings import float64_hint
 from gradcli.core.constants import CHECK_ESTIMATE_SAFETY
 from gradcli.checks.context import (
@@ -87,18 +87,20 @@ def compare_fast(ctx: CheckContext) -> Outcome:
         adl = identity_rows(ad_w)
         with np.errstate(all="ignore"):
             rss = np.array([np.sqrt(np.sum((u * w) ** 2)) for u, w in zip(uflat, ad_w)])
-        diff, tol, bad, und, live = judge(ctx, adl[None], lhs[None], lerr[None], np.fmax(scale, rss)[None])
+        zero = zero_of_directions(ctx, (1, len(us)), np.stack(vs))
+        diff, tol, bad, und, live = judge(ctx, adl[None], lhs[None], lerr[None], np.fmax(scale, rss)[None], zero)
         if bad.any():  # a kink within the steps? (see _look_closer) look again with smaller ones
             for a in np.flatnonzero(bad[0]):
                 e = num.directional(ctx.numf, ctx.f0, us[a], ctx.step * CLOSER, target, sigma=sigma)
                 near, near_err = float(e.value @ vs[a]), float(np.abs(vs[a]) @ e.error)
                 _, _, b2, u2, _ = judge(ctx, adl[None, a:a + 1], np.array([[near]]), np.array([[near_err]]),
-                                        np.fmax(scale, rss)[None, a:a + 1])
+                                        np.fmax(scale, rss)[None, a:a + 1],
+                                        zero_of_directions(ctx, (1, 1), vs[a][None]))
                 if not (b2.any() or u2.any() or e.kink.any()):
                     lhs[a], lerr[a] = near, near_err
                 elif abs(near - lhs[a]) > CHECK_ESTIMATE_SAFETY * (near_err + lerr[a]):
                     lerr[a] = max(lerr[a], abs(near - lhs[a]))  # the two step sizes disagree: no reference
-            diff, tol, bad, und, live = judge(ctx, adl[None], lhs[None], lerr[None], np.fmax(scale, rss)[None])
+            diff, tol, bad, und, live = judge(ctx, adl[None], lhs[None], lerr[None], np.fmax(scale, rss)[None], zero)
             if not bad.any():
                 notes.append("the finite differences along a random direction reach across a kink near the "
                              f"point; steps {1 / CLOSER:.0f} times smaller were used there")
@@ -130,7 +132,8 @@ def compare_fast(ctx: CheckContext) -> Outcome:
     def identity_check():
         """<u, J^T v> under test against <J u, v> by differences -> the Outcome if it decides, else None."""
         got_l = identity_rows(got_w)
-        diff, tol, bad, und, live = judge(ctx, got_l[None], lhs[None], lerr[None], scale[None])
+        diff, tol, bad, und, live = judge(ctx, got_l[None], lhs[None], lerr[None], scale[None],
+                                          zero_of_directions(ctx, (1, len(us)), np.stack(vs)))
         if autodiff:
             und &= got_l[None] != 0  # traced AD's exact zero, which the differences agree with to their error
         if bad.any():
@@ -154,7 +157,7 @@ def compare_fast(ctx: CheckContext) -> Outcome:
         no_kink = np.zeros(got.shape, dtype=bool)
         decided = verdict_of_elements(ctx, got, ref, np.zeros_like(ref), no_kink, np.arange(ctx.n),
                                       reference_text(ctx, reference, False), identity=identity_check,
-                                      cotangent_rows=True)
+                                      cotangents=np.stack(vs))
         outcome = combine(found(reference=reference), decided)
     else:
         methods[name] = summarize(name, "ok")

@@ -35,7 +35,8 @@ from gradcli.cli.formats import check_format, format_option
                    "docs/batch-usage.md says how).")
 @click.option("--dtype", default=None, metavar="float64|float32", help="Batch mode: the precision (default float64).")
 @click.option("--chunk", type=int, default=None, metavar="N",
-              help="Batch mode: points per chunk; memory grows with it (default 65536).")
+              help="Batch mode: points per chunk; memory grows with it (default 65536 on the CPU, from the "
+                   "free memory on a GPU).")
 @click.option("--out", "out", default=None, metavar="FILE",
               help="Batch mode: write points, values and gradients to a .npz or .csv file (atomically).")
 @click.option("--dask", "dask", default=None, metavar="ADDRESS",
@@ -72,8 +73,7 @@ def grad(expr, at, methods, rtol, atol, timeout, direction, full, as_json, fmt, 
         # sympy's derivative) and the engines, which grad at a point must not load
         from gradcli.cli.grad_batch import run_batch_command
 
-        run_batch_command(expr, at, methods, rtol, atol, timeout, as_json, batch_n, domains, points_file, seed,
-                          device, engine, dtype, chunk, out, dask)
+        run_batch_command(click.get_current_context().params)
         return
     batch_only = [name for name, v in (("--domain", domains), ("--seed", seed), ("--device", device),
                                        ("--engine", engine), ("--dtype", dtype), ("--chunk", chunk), ("--out", out),

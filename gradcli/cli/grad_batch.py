@@ -7,8 +7,7 @@ import sys
 import click
 
 from gradcli.batch import api as batch
-from gradcli.engines.device import resolve_target
-from gradcli.verdict.point import parse_methods
+from gradcli.batch.options import BatchOptions
 from gradcli.core import options as option_values
 from gradcli.core.errors import BadInput
 from gradcli.render.batch import render_batch
@@ -16,35 +15,34 @@ from gradcli.render.json import dumps
 from gradcli.cli.common import console, fail, progress_console
 
 
-def run_batch_command(expr, at, methods, rtol, atol, timeout, as_json, batch_n, domains, points_file, seed, device,
-                      engine, dtype, chunk, out, dask=None):
-    """``--batch N`` / ``--points FILE``: every method over many points, statistics and worst points."""
-    chunk = batch.DEFAULT_CHUNK if chunk is None else chunk
+def run_batch_command(params: dict) -> None:
+    """``--batch N`` / ``--points FILE``: every method over many points, statistics and worst points.
+    ``params``: the grad command's values by name, as click parsed them."""
+    as_json = params["as_json"]
     try:
-        if at:
+        if params["at"]:
             raise BadInput("--at gives one point; batch mode takes --domain (with --batch) or --points")
-        if batch_n is not None and points_file is not None:
+        if params["batch_n"] is not None and params["points_file"] is not None:
             raise BadInput("--batch and --points exclude each other: give one")
-        if points_file is not None and seed is not None:
+        if params["points_file"] is not None and params["seed"] is not None:
             raise BadInput("--seed only goes with --batch N (the points file gives the points)")
-        option_values.seed(seed, "--seed")
-        dt = batch.check_options(rtol, atol, timeout, chunk, dtype or "float64")
-        selected = parse_methods(methods) if methods else None
-        dev, engine, note = resolve_target(device, engine)
-        graph, source, info, warnings = batch.prepare_batch(expr, points_file=points_file, n=batch_n,
-                                                            domain=domains or None, seed=seed or 0)
+        option_values.seed(params["seed"], "--seed")
+        options, note = BatchOptions.validate(
+            methods=params["methods"] or None, rtol=params["rtol"], atol=params["atol"],
+            dtype=params["dtype"] or "float64", device=params["device"], engine=params["engine"],
+            chunk=params["chunk"], timeout=params["timeout"], out=params["out"], dask=params["dask"])
+        prepared = batch.prepare_batch(params["expr"], points_file=params["points_file"], n=params["batch_n"],
+                                       domain=params["domains"] or None, seed=params["seed"] or 0)
     except ValueError as exc:  # BadInput is a ValueError too
         fail(exc if isinstance(exc, BadInput) else BadInput(str(exc)), as_json)
     if note:
         click.echo(f"note: {note}", err=True)
-    for w in warnings:
+    for w in prepared.warnings:
         click.echo(f"warning: {w}", err=True)
-    show = not as_json and sys.stderr.isatty() and source.n >= PROGRESS_POINTS
+    show = not as_json and sys.stderr.isatty() and prepared.source.n >= PROGRESS_POINTS
     try:
-        with _progress(show, source.n) as progress:
-            report = batch.run_prepared(graph, source, info, warnings, expr=expr, methods=selected, rtol=rtol,
-                                        atol=atol, dtype=dt, device=dev, chunk=chunk, out=out, timeout=timeout,
-                                        progress=progress, engine=engine, dask=dask)
+        with _progress(show, prepared.source.n) as progress:
+            report = batch.run_prepared(prepared, options, progress)
     except BadInput as exc:
         fail(exc, as_json)
     if as_json:

@@ -182,25 +182,31 @@ def _pow_domain(xp, x, y):
     return (x > 0) | ((x == 0) & (y > 0)) | ((x < 0) & integral) | ((x == 0) & (y == 0))
 
 
-def _plain(*vals) -> bool:
-    return all(isinstance(v, (int, float, np.floating, np.ndarray)) for v in vals)
+def _plain(F, *vals):
+    """The array namespace of ``vals`` where they are plain numbers or arrays (evaluated by
+    :class:`NumericOps`, on numpy or a GPU's namespace), else None (dual numbers, graph nodes...)."""
+    if isinstance(F, NumericOps):
+        return F.xp
+    return np if all(isinstance(v, (int, float, np.floating, np.ndarray)) for v in vals) else None
 
 
-def _pow_dx(x, y):
+def _pow_dx(F, x, y):
     # x**1 has derivative 1 and x**0 derivative 0, also at x = 0 where y*x**(y-1) is 0*inf
     if isinstance(y, (int, float, np.floating)) and y in (0, 1):
         return float(y)
     d = y * x ** (y - 1)
-    if _plain(x, y):
-        d = np.where(y == 0, 0.0, d)
+    xp = _plain(F, x, y)
+    if xp is not None:
+        d = xp.where(y == 0, 0.0, d)
     return d
 
 
 def _pow_dy(F, a, x, y):
     # 0**y is 0 for every y > 0, so its slope in y is 0 there, where log(0) * 0 is nan
-    if _plain(a, x, y):
+    xp = _plain(F, a, x, y)
+    if xp is not None:
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where((x == 0) & (y > 0), 0.0, np.log(x) * a)
+            return xp.where((x == 0) & (y > 0), 0.0, xp.log(x) * a)
     return F.log(x) * a
 
 
@@ -247,7 +253,7 @@ _prim("div", 2, lambda xp, x, y: x / y, (lambda F, a, x, y: 1 / y, lambda F, a, 
 _prim("neg", 1, lambda xp, x: -x, lambda F, a, x: -1.0, lambda S, x: -x, public=False, doc="-x",
       ufunc=("negative",), cuda="(-{0})", numba=lambda a: -a, exact=True)
 _prim("pow", 2, _pow,
-      (lambda F, a, x, y: _pow_dx(x, y), _pow_dy),
+      (lambda F, a, x, y: _pow_dx(F, x, y), _pow_dy),
       # sympy's 0**y differentiates to 0**y*log(0), nan at y > 0, where the function is 0
       lambda S, x, y: S.Piecewise((0, y > 0), (1, S.Eq(y, 0)), (S.zoo, True)) if x == 0 else x ** y, doc="x ** y, x ^ y, pow(x, y)", sample=((0.3, 2.5), (-2.0, 2.0)),
       domain=_pow_domain, domain_text="x > 0, or x < 0 with an integer exponent",

@@ -76,3 +76,14 @@ def resolve_target(device: str | None, engine: str | None) -> tuple[str, str, st
     if engine == "numba" and not numba_installed():
         raise BadInput("--engine numba needs numba: pip install 'gradcli[fast]'")
     return "cpu", engine, ""
+
+
+def free_bytes(device: str) -> int | None:
+    """The memory free for a batch's arrays on ``device`` now: on ``cuda`` what the GPU has free plus what
+    CuPy's pool holds unused (it is ours to reuse); None on the CPU, where the chunk does not follow it."""
+    if device != "cuda":
+        return None
+    import cupy
+
+    free, _ = cupy.cuda.runtime.memGetInfo()
+    return int(free) + int(cupy.get_default_memory_pool().free_bytes())

@@ -6,6 +6,7 @@ single sweep. Both the dual arithmetic and the tangent rule come from the primit
 """
 from __future__ import annotations
 
+import math
 import random
 
 import numpy as np
@@ -50,13 +51,19 @@ def split(a):
     return (a.value, a.tangent) if isinstance(a, Dual) else (a, None)
 
 
-def scale_tangent(p, t):
+def scale_tangent(p, t, xp=np):
     """p * t, except that a zero tangent stays zero when p is infinite: the derivative of acos(z) at
-    z = -1 is infinite in z, but that must not turn d/dx of x*acos(z) into inf * 0 = nan."""
+    z = -1 is infinite in z, but that must not turn d/dx of x*acos(z) into inf * 0 = nan. Over arrays of
+    ``xp``, point by point, whatever the other points hold (and without asking the device whether any
+    is infinite); dual numbers (nested duals) as they are."""
     out = p * t
-    if isinstance(p, (float, np.floating, np.ndarray)) and not np.all(np.isfinite(p)):
-        out = np.where(np.asarray(t) == 0, 0.0, out)
-    return out
+    if isinstance(p, (float, np.floating)):
+        return out if math.isfinite(p) else xp.where(xp.asarray(t) == 0, 0.0, out)
+    if isinstance(p, Dual) or isinstance(t, Dual) or not hasattr(p, "dtype"):
+        return out
+    if isinstance(p, np.ndarray) and np.isfinite(p).all():  # on the host asking is cheaper than the fix
+        return out
+    return xp.where(xp.isnan(out) & (t == 0), 0.0, out)
 
 
 class DualOps(Ops):
@@ -85,7 +92,7 @@ class DualOps(Ops):
                 continue
             if self.partial is not None:
                 p = self.partial(p)
-            term = t if (isinstance(p, float) and p == 1.0) else scale_tangent(p, t)
+            term = t if (isinstance(p, float) and p == 1.0) else scale_tangent(p, t, self.xp)
             tangent = term if tangent is None else tangent + term
         if tangent is None:
             return ans if all(t is None for _, t in parts) else self.dual(ans, 0.0)

@@ -10,6 +10,8 @@ that show the arguments) and :func:`diagnose_batch` (counts per reason) only wor
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from gradcli.core.graph import Graph, node_values, walk
@@ -64,11 +66,13 @@ class DiagnosisOps(Ops):
         self.checks = None
 
     def _full(self, b):
+        if isinstance(b, (bool, np.bool_)):  # known here: no array to read it from
+            return self.xp.full(self.N, bool(b))
         a = self.xp.asarray(b, dtype=bool)
         if a.shape == (self.N,):
             return a
-        if a.size == 1:  # one point (grad at --at), or a value the points share: cheaper than broadcast_to
-            return a.reshape(1) if self.N == 1 else self.xp.full(self.N, bool(a.reshape(())))
+        if a.size == 1:  # one point (grad at --at), or a value the points share
+            return a.reshape(1) if self.N == 1 else self.xp.broadcast_to(a.reshape(()), (self.N,))
         return self.xp.broadcast_to(a, (self.N,))
 
     def apply(self, name, *args):
@@ -116,23 +120,22 @@ def diagnose_points(graph: Graph, inputs: dict, xp=np, dtype=np.float64, n: int 
 
     -> (bad_value (outputs, N), bad_deriv (outputs, variables, N)); a problem spoils the value and every
     derivative of the outputs that read it when it is the value's, else only the derivatives by the
-    variables it depends on. ``report(i, p, mask, args)`` hears of each problem found at node i:
-    ``p`` indexes :data:`_PROBLEMS`, ``mask`` says at which points. ``wrt`` (default: every variable)
-    names the variables that are differentiated: the others are constants, so kinks and partials
-    along them do not count. ``overflow`` False: a value that overflows is not a problem in itself (a
-    plot draws what float64 computes, 1/exp(x) = 0 at x = -1000; a verdict must not trust it).
+    variables it depends on. ``report(i, p, mask, args)`` hears of every check at node i, found or not:
+    ``p`` indexes :data:`_PROBLEMS`, ``mask`` says at which points it failed (the masks of one node
+    exclude each other). ``wrt`` (default: every variable) names the variables that are differentiated:
+    the others are constants, so kinks and partials along them do not count. ``overflow`` False: a value
+    that overflows is not a problem in itself (a plot draws what float64 computes, 1/exp(x) = 0 at
+    x = -1000; a verdict must not trust it).
+    Nothing is read back from the arrays (on a GPU that would wait for it at every node): the masks are
+    gathered by the outputs and variables their nodes reach, and spread over the entries once at the end.
     """
     N = n if n is not None else (len(next(iter(inputs.values()))) if inputs else 1)
-    m, nv = len(graph.outputs), len(graph.variables)
-    bad_value = xp.zeros((m, N), dtype=bool)
-    bad_deriv = xp.zeros((m, nv, N), dtype=bool)
-    var_masks = variable_masks(graph)
-    out_masks = None
+    var_masks, out_masks = variable_masks(graph), output_masks(graph)
     active = graph.active if wrt is None else graph.depends_on(wrt)
     ops = DiagnosisOps(xp, N)
+    value_by, deriv_by = {}, {}  # bad values by the outputs a node reaches; bad derivatives by (outputs, variables)
 
     def check(i, v):
-        nonlocal out_masks
         node = graph.nodes[i]
         if node.op in ("var", "const"):
             return
@@ -151,37 +154,72 @@ def diagnose_points(graph: Graph, inputs: dict, xp=np, dtype=np.float64, n: int 
         for p, mask in enumerate(problems):
             if p >= 2:
                 deriv_bad = deriv_bad | mask
-            if report is not None and bool(mask.any()):
+            if report is not None:
                 report(i, p, mask, args)
-        if not bool(deriv_bad.any()):
-            return
-        if out_masks is None:
-            out_masks = output_masks(graph)
-        for j in range(m):
-            if out_masks[i] >> j & 1:
-                bad_value[j] |= value_bad
-                for k in range(nv):
-                    bad_deriv[j, k] |= deriv_bad if var_masks[i] >> k & 1 else value_bad
+        key = out_masks[i], var_masks[i]
+        value_by[key[0]] = value_bad | value_by[key[0]] if key[0] in value_by else value_bad
+        deriv_by[key] = deriv_bad | deriv_by[key] if key in deriv_by else deriv_bad
 
     with np.errstate(all="ignore"):
         walk(graph, ops, inputs, const=lambda i, c: dtype(c.value), observe=check)
+    return _spread(graph, xp, N, value_by, deriv_by)
+
+
+def _spread(graph: Graph, xp, N: int, value_by: dict, deriv_by: dict):
+    """The gathered masks over the entries: an output's value is bad where a node it reads is; its
+    derivative by a variable also where a node that depends on that variable has a bad derivative."""
+    m, nv = len(graph.outputs), len(graph.variables)
+    bad_value = xp.zeros((m, N), dtype=bool)
+    bad_deriv = xp.zeros((m, nv, N), dtype=bool)
+    for outs, mask in value_by.items():
+        for j in range(m):
+            if outs >> j & 1:
+                bad_value[j] |= mask
+    for j in range(m):
+        bad_deriv[j] |= bad_value[j]
+    for (outs, var), mask in deriv_by.items():
+        for j in range(m):
+            for k in range(nv):
+                if outs >> j & 1 and var >> k & 1:
+                    bad_deriv[j, k] |= mask
     return bad_value, bad_deriv
+
+
+@dataclass
+class Tally:
+    """The problems a batch chunk met, counted where its arrays are: ``keys`` (kind, op, text) per
+    check in the order met, ``counts`` an array (checks, 2) of how many points failed it and the
+    first of them. :meth:`reasons` reads it once it is on the host."""
+
+    keys: list
+    counts: object
+
+    def reasons(self, counts) -> dict:
+        """``counts`` (:attr:`counts` on the host) -> {(kind, op, text): (count, first index)}, in the order
+        first met; a key met at several nodes adds their counts and keeps the first node's point."""
+        found: dict = {}
+        for key, (count, first) in zip(self.keys, counts.tolist()):
+            if count:
+                c, f = found.get(key, (0, int(first)))
+                found[key] = (c + int(count), f)
+        return found
 
 
 def diagnose_batch(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
     """:func:`diagnose_points` over a batch chunk, the problems counted by kind, function and reason
-    -> (bad_value (m, N), bad_deriv (m, nvars, N), reasons {(kind, op, text): (count, first index)})."""
-    reasons: dict = {}
+    -> (bad_value (m, N), bad_deriv (m, nvars, N), :class:`Tally`)."""
+    keys, counts, firsts = [], [], []
 
     def report(i, p, mask, args):
         op = graph.nodes[i].op
         kind, _, text = _PROBLEMS[p]
-        key = (kind, op, text(op, PRIMITIVES[op]))
-        count, first = reasons.get(key, (0, int(xp.argmax(mask))))
-        reasons[key] = (count + int(mask.sum()), first)
+        keys.append((kind, op, text(op, PRIMITIVES[op])))
+        counts.append(xp.count_nonzero(mask))
+        firsts.append(xp.argmax(mask))
 
     bad_value, bad_deriv = diagnose_points(graph, inputs, xp, dtype, n, report)
-    return bad_value, bad_deriv, reasons
+    tally = xp.stack([xp.stack(counts), xp.stack(firsts)], axis=1) if keys else xp.zeros((0, 2), dtype=np.int64)
+    return bad_value, bad_deriv, Tally(keys, tally)
 
 
 def diagnose(graph: Graph, point: dict) -> tuple[list, np.ndarray, np.ndarray]:
@@ -189,9 +227,10 @@ def diagnose(graph: Graph, point: dict) -> tuple[list, np.ndarray, np.ndarray]:
     found: list = []
 
     def report(i, p, mask, args):
-        op = graph.nodes[i].op
-        kind, text, _ = _PROBLEMS[p]
-        found.append(Diagnostic(kind, op, text(op, PRIMITIVES[op], _call(op, args))))
+        if mask[0]:
+            op = graph.nodes[i].op
+            kind, text, _ = _PROBLEMS[p]
+            found.append(Diagnostic(kind, op, text(op, PRIMITIVES[op], _call(op, args))))
 
     bad_value, bad_deriv = diagnose_points(graph, {k: np.float64(v) for k, v in point.items()}, n=1,
                                            report=report)

@@ -9,6 +9,7 @@ import pytest
 import sympy
 
 import gradcli
+from gradcli.batch import chunk as bk
 from gradcli.batch import compare as bc
 from gradcli.batch.points import OutWriter, Sampler, read_points
 from gradcli.methods.sym_graph import Unsupported, to_graph
@@ -149,9 +150,9 @@ def test_float32_path():
     # float32 arithmetic shows: errors far above float64's and below the float32 tolerances
     assert 1e-9 < r.methods["complex_step"].max_rel_error < 1e-3
     assert r.methods["complex_step"].median_rel_error < 1e-6
-    assert bc.default_tolerance("forward", np.float32)[0] == pytest.approx(3.8e-5, rel=0.1)
-    assert bc.default_tolerance("central", np.float32)[0] == pytest.approx(2.2e-3, rel=0.1)
-    assert bc.default_tolerance("forward", np.float64) == (1e-10, 0.0)
+    assert bk.default_tolerance("forward", np.float32)[0] == pytest.approx(3.8e-5, rel=0.1)
+    assert bk.default_tolerance("central", np.float32)[0] == pytest.approx(2.2e-3, rel=0.1)
+    assert bk.default_tolerance("forward", np.float64) == (1e-10, 0.0)
 
 
 def test_float32_catches_a_wrong_partial(monkeypatch):

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 
 import gradcli
+from gradcli.batch import chunk as bk
 from gradcli.batch import compare as bc
 from gradcli.batch.merge import Merge
+from gradcli.batch.options import BatchOptions
 from gradcli.batch.points import Domain, Sampler
 from gradcli.core.parser import parse_expression
 
@@ -83,10 +85,9 @@ def test_histogram_statistics_do_not_depend_on_the_chunk_size(monkeypatch):
 def _plan(expr, n):
     graph = parse_expression(expr)
     _, sym_graph, _, _ = bc._symbolic(graph, 10)
-    selected = list(bc.parse_methods(None))
-    judged = [m for m in selected if m != "symbolic"]
-    return bc.Plan(graph, sym_graph, selected, judged, "cpu", np.float64, "numpy", None, None, 5,
-                   n * len(judged) <= bc.EXACT_MEDIAN_LIMIT, False)
+    options = BatchOptions(engine="numpy")
+    judged = tuple(m for m in options.methods if m != "symbolic")
+    return bk.Plan(graph, sym_graph, options, judged, n * len(judged) <= bc.EXACT_MEDIAN_LIMIT)
 
 
 def _same_partial(p, q):
@@ -104,22 +105,37 @@ def test_a_chunk_depends_only_on_its_range_and_survives_pickling():
     plan = _plan(EXPR, n)
     sampler = Sampler(("x", "y"), {"x": Domain(-1, 1), "y": Domain(-1, 2)}, n, seed=3)
     ranges = [(a, min(n, a + chunk)) for a in range(0, n, chunk)]
-    in_order = [bc.chunk_partial(plan, sampler.chunk(a, b), a, b) for a, b in ranges]
+    in_order = [bk.chunk_partial(plan, sampler.chunk(a, b), a, b) for a, b in ranges]
     shipped_plan, shipped_sampler = pickle.loads(pickle.dumps((plan, sampler)))
     assert shipped_plan._programs is None  # rebuilt where it runs, never shipped
-    backwards = [bc.chunk_partial(shipped_plan, shipped_sampler.chunk(a, b), a, b) for a, b in reversed(ranges)]
+    backwards = [bk.chunk_partial(shipped_plan, shipped_sampler.chunk(a, b), a, b) for a, b in reversed(ranges)]
     for p, q in zip(in_order, reversed(backwards)):
         _same_partial(p, q)
     assert sum(p.undefined for p in in_order) > 0
+
+
+def test_the_worst_candidates_break_ties_by_the_lowest_index():
+    rng = np.random.default_rng(0)
+    for _ in range(300):  # few distinct values: ties at the k-th badness everywhere
+        n = int(rng.integers(1, 60))
+        k = min(int(rng.integers(1, 8)), n)
+        badness = rng.integers(0, 4, n).astype(float)
+        badness[rng.random(n) < 0.1] = np.inf
+        mask = rng.random(n) < 0.7
+        found = bk.top_candidates(np, badness, mask, k)
+        found = np.unique(found[mask[found]])
+        inside = np.flatnonzero(mask)
+        expected = inside[np.lexsort((inside, -badness[inside]))][:k]
+        assert found[np.lexsort((found, -badness[found]))][:k].tolist() == expected.tolist()
 
 
 def test_partials_merge_in_chunk_order_only():
     plan = _plan("x*y", 100)
     sampler = Sampler(("x", "y"), {"x": Domain(0, 1), "y": Domain(0, 1)}, 100)
     merged = Merge(plan.judged, True, 5, {})
-    merged.add(bc.chunk_partial(plan, sampler.chunk(0, 50), 0, 50))
+    merged.add(bk.chunk_partial(plan, sampler.chunk(0, 50), 0, 50))
     with pytest.raises(ValueError, match="chunk order"):
-        merged.add(bc.chunk_partial(plan, sampler.chunk(60, 100), 60, 100))
+        merged.add(bk.chunk_partial(plan, sampler.chunk(60, 100), 60, 100))
 
 
 def _engines(expr, domain, **kw):

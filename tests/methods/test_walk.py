@@ -159,7 +159,8 @@ def test_the_diagnosis_over_points_is_the_diagnosis_at_each_point(expr):
 def test_the_batch_counts_its_reasons_by_kind_and_first_point():
     g = parse("sqrt(x) + abs(y)")
     xs, ys = np.array([1.0, -1.0, -2.0, 4.0]), np.array([0.0, 1.0, 0.0, 0.0])
-    bad_value, bad_deriv, reasons = diagnose_batch(g, {"x": xs, "y": ys}, np, np.float64)
+    bad_value, bad_deriv, tally = diagnose_batch(g, {"x": xs, "y": ys}, np, np.float64)
+    reasons = tally.reasons(tally.counts)
     assert bad_value[0].tolist() == [False, True, True, False]
     assert reasons[("undefined", "sqrt", "outside the domain of sqrt (x >= 0)")] == (2, 1)
     kinks = [v for (kind, op, _), v in reasons.items() if kind == "nondifferentiable" and op == "abs"]
