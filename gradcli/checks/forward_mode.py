@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from gradcli.checks import numeric as num
-from gradcli.checks.compare import judge
+from gradcli.checks.compare import judge, zero_of_directions
 from gradcli.checks.context import DIRECTIONS, CheckContext, Outcome, Verdict, array_dtype, badness, index_text, \
     summarize
 from gradcli.checks.findings import worst_entries
@@ -55,7 +55,7 @@ def check_forward_mode(ctx: CheckContext) -> Outcome | None:
     finite = np.abs(ref[np.isfinite(ref)])
     # one scale for every entry: J u's entries that cancel to near 0 are held to the size of the rest
     typical = np.full(ref.shape, float(np.median(finite)) if finite.size else 0.0)
-    diff, tol, bad, und, live = judge(ctx, got, ref, err, typical)
+    diff, tol, bad, und, live = judge(ctx, got, ref, err, typical, zero_of_directions(ctx, ref.shape))
     summary = f"{DIRECTIONS} random tangents against directional differences"
     if bad.any():
         score = badness(diff, tol, bad)

@@ -303,6 +303,24 @@ def noise_level(fn: Function, f0: np.ndarray, rng: np.random.Generator) -> np.nd
     return unit * np.median(np.stack(sigmas), axis=0)
 
 
+def size_and_curvature(fn: Function, f0: np.ndarray, u: dict, H: float):
+    """Along ``u``, per output element: (max |f| at 0 and at the steps +-H, +-2H, +-4H, max |phi''| by
+    second differences at those steps), the two sizes an exactly zero derivative is judged against
+    (gradcli.verdict.tolerance.exact_zero_scale). Steps where f is not finite are left out."""
+    line = _Line(fn, f0, direction_move(fn, u))
+    sizes, bends = [np.abs(f0)], []
+    with np.errstate(all="ignore"):
+        for t in (H, 2 * H, 4 * H):
+            (fp, _), (fm, _) = line(t), line(-t)
+            sizes += [np.abs(fp), np.abs(fm)]
+            bends.append(np.abs(fp - 2 * f0 + fm) / (t * t))
+
+    def largest(rows):
+        rows = np.stack(rows)
+        return np.max(np.where(np.isfinite(rows), rows, 0.0), axis=0)
+    return largest(sizes), largest(bends)
+
+
 def directional(fn: Function, f0: np.ndarray, u: dict, H: float, target_rel: float,
                 typical: np.ndarray | None = None, sigma=0.0) -> Estimate:
     """J u (per output element) by differences along ``u``, refined where needed."""

@@ -46,6 +46,26 @@ def tolerance(xp, ref, scale, spread, estimate, floor, defaults, rtol=None, atol
     return tol
 
 
+def exact_zero_scale(size, curvature, step, ulp):
+    """The absolute scale of a derivative that is exactly 0 (a stationary point), per unit of a step along a
+    direction, for a function known only by its values (``gradcli check``): the larger of
+
+    * what float64's rounding of f (``size``: |f| near the point) lets differences at ``step`` see,
+      :data:`ROUNDING_SAFETY` times 8 eps |f| / step: a differences' estimate at that floor is float64's
+      resolution, not vagueness (d/dx of cos(x) at 0 is known to 5e-12 there, and that decides it);
+    * ``ulp`` (the dtype's, times the safety) of the gradient's own terms, which at a stationary point are
+      the curvature along the direction (``curvature``, |phi''|) times the step scale: a correct rule
+      rounds them (the SVD cofactor of a rank-1 matrix gives 1e-15 |A|^2 where the derivative is 0)."""
+    return ROUNDING_SAFETY * 8 * np.finfo(np.float64).eps * size / step + ulp * curvature
+
+
+def at_exact_zero(xp, ref, estimate, zero, safety):
+    """Per entry, ``zero`` where the reference is 0 to its own estimate (times ``safety``) and to ``zero``
+    itself, else 0: the absolute term the tolerance of an exact zero gets. Elsewhere the derivative's
+    own size sets the scale, and the term would only loosen it."""
+    return xp.where(xp.abs(ref) <= safety * estimate + zero, zero, 0.0)
+
+
 def floor(share, sizes, xs):
     """The numerical methods' floor per entry: ``share`` of f's size (``sizes``, per output, or per output
     and point) for a unit step, per unit of each variable's scale ``xs`` (max(|x|, 1))."""
