@@ -12,6 +12,7 @@ import hashlib
 import importlib.util
 import os
 import re
+import stat
 import sys
 import traceback
 
@@ -23,6 +24,11 @@ from gradcli.checks.spec import REGISTRY
 SKIP_DIRS = {"__pycache__", "site-packages", "node_modules"}
 #: Files in a folder that are never model files.
 SKIP_FILES = {"setup.py", "conftest.py", "__init__.py"}
+#: The largest model file: a folder's walk reads no more of a file than this to see whether it uses
+#: gradcli (before any time limit applies, so its cost must be bounded), and a larger .py file that does,
+#: or that is named, is that file's error rather than imported. No hand-written model comes near it.
+MAX_SOURCE_BYTES = 16 << 20
+_CHUNK = 1 << 20
 
 
 def is_test_file(name: str) -> bool:
@@ -34,9 +40,11 @@ def is_test_file(name: str) -> bool:
 
 def find_files(paths) -> tuple[list, list]:
     """``paths`` (files or folders) -> (model files, errors). Folders are searched recursively, sorted;
-    a file found in a folder is a model file only if its text mentions gradcli (a helper module or a
-    script beside the models is not imported, let alone reported as registering nothing) and pytest
-    would not collect it as tests (:func:`is_test_file`); a file named in ``paths`` is always taken."""
+    a file found in a folder is a model file only if it is a regular file (or a link to one: a fifo
+    or a device is never opened), its text mentions gradcli (a helper module or a script beside the
+    models is not imported, let alone reported as registering nothing) and pytest would not collect it
+    as tests (:func:`is_test_file`); a regular file named in ``paths`` is always taken. Nothing larger
+    than MAX_SOURCE_BYTES is read."""
     files, errors, seen = [], [], set()
 
     def add(path):
@@ -48,23 +56,43 @@ def find_files(paths) -> tuple[list, list]:
     for path in paths:
         path = os.fspath(path)
         if os.path.isdir(path):
-            walked = [f for f in _walk(path) if _mentions_gradcli(f)]
-            found = [f for f in walked if not is_test_file(os.path.basename(f))]
-            if not found:
-                tests = len(walked) - len(found)
-                skipped = (f"; {tests} test file{'s' if tests != 1 else ''} (test_*.py, *_test.py, conftest.py) "
-                           "left alone: name one on the command line to check it") if tests else ""
-                errors.append(file_error(path, "no model files (.py files that use gradcli) in this folder" + skipped))
-            for f in found:
+            for f in _in_folder(path, errors):
                 add(f)
         elif os.path.isfile(path):
             if not path.endswith(".py"):
                 errors.append(file_error(path, "not a Python file (.py)"))
+            elif os.path.getsize(path) > MAX_SOURCE_BYTES:
+                errors.append(file_error(path, _too_large(os.path.getsize(path))))
             else:
                 add(path)
+        elif os.path.exists(path):
+            errors.append(file_error(path, "not a regular file (a fifo or a device has no model to import)"))
         else:
             errors.append(file_error(path, "no such file or directory"))
     return files, errors
+
+
+def _in_folder(folder: str, errors: list) -> list:
+    """The model files found in ``folder`` (see :func:`find_files`); its errors appended to ``errors``."""
+    walked = []
+    for f in _walk(folder):
+        uses = uses_gradcli(f)
+        if isinstance(uses, str):
+            errors.append(file_error(f, uses))
+        elif uses:
+            walked.append(f)
+    found = [f for f in walked if not is_test_file(os.path.basename(f))]
+    if not found:
+        tests = len(walked) - len(found)
+        skipped = (f"; {tests} test file{'s' if tests != 1 else ''} (test_*.py, *_test.py, conftest.py) "
+                   "left alone: name one on the command line to check it") if tests else ""
+        errors.append(file_error(folder, "no model files (.py files that use gradcli) in this folder" + skipped))
+    return found
+
+
+def _too_large(size: int) -> str:
+    return (f"not imported: {size / (1 << 20):.1f} MiB, larger than any model file gradcli takes "
+            f"({MAX_SOURCE_BYTES >> 20} MiB)")
 
 
 def _walk(top: str):
@@ -77,12 +105,36 @@ def _walk(top: str):
     return sorted(out, key=lambda p: os.path.relpath(p, top).split(os.sep))
 
 
-def _mentions_gradcli(path: str) -> bool:
+def uses_gradcli(path: str) -> bool | str:
+    """Whether the file at ``path`` mentions gradcli, read in chunks up to the first mention and never
+    beyond MAX_SOURCE_BYTES: False for anything but a regular file (or a link to one), never opened,
+    since a fifo would block and /dev/zero never ends; a message for a larger file that does."""
     try:
-        with open(path, "rb") as fh:
-            return b"gradcli" in fh.read()
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
+        # O_NONBLOCK: a fifo put in its place since the stat must not block the open
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+        with os.fdopen(fd, "rb") as fh:
+            info = os.fstat(fh.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                return False
+            if not _mentions_gradcli(fh):
+                return False
     except OSError:
-        return True  # let the import report why it cannot be read
+        return True  # a dangling link, a file we may not read: let the import report why it cannot be read
+    return _too_large(info.st_size) if info.st_size > MAX_SOURCE_BYTES else True
+
+
+def _mentions_gradcli(fh) -> bool:
+    tail, left = b"", MAX_SOURCE_BYTES
+    while left > 0:
+        chunk = fh.read(min(_CHUNK, left))
+        if not chunk:
+            return False
+        if b"gradcli" in tail + chunk:
+            return True
+        tail, left = chunk[-6:], left - len(chunk)
+    return False
 
 
 def module_name(path: str) -> str:

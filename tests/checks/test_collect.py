@@ -5,11 +5,13 @@ whatever the registration API does on top.
 """
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
 
 import pytest
 
+from gradcli.checks import collect as collecting
 from gradcli.checks.collect import collect, find_files, matches, module_name
 from gradcli.checks.spec import REGISTRY
 
@@ -172,3 +174,72 @@ def test_pattern_filters_after_collection(tmp_path):
 ])
 def test_matches(pattern, expected):
     assert matches(pattern, "mlp_loss", "models/model.py") is expected
+
+
+# --- only regular files, and no more of them than a model file can be -----------------------------------------
+
+def test_links_to_regular_files_in_a_folder_are_followed_and_each_file_is_taken_once(tmp_path):
+    # a fifo and a link to /dev/zero in a folder: tests/checks/test_run_ends_cleanly.py, in a process of its own
+    m = model(tmp_path / "models" / "m.py", "loss")
+    (tmp_path / "elsewhere").mkdir()
+    shared = model(tmp_path / "elsewhere" / "shared.py", "shared")
+    (tmp_path / "models" / "linked.py").symlink_to(shared)
+    (tmp_path / "models" / "again.py").symlink_to(m)  # the same file twice: checked once
+    files, errors = find_files([tmp_path / "models"])
+    assert [os.path.basename(f) for f in files] == ["again.py", "linked.py"] and errors == []
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX fifos")
+def test_a_fifo_named_on_the_command_line_is_one_error_saying_what_it_is(tmp_path):
+    os.mkfifo(tmp_path / "p.py")
+    files, errors = find_files([tmp_path / "p.py"])
+    assert files == [] and len(errors) == 1 and errors[0]["message"].startswith("not a regular file")
+
+
+def test_files_past_the_size_bound_are_not_imported_and_the_search_spans_chunks(tmp_path, monkeypatch):
+    monkeypatch.setattr(collecting, "MAX_SOURCE_BYTES", 4000)
+    monkeypatch.setattr(collecting, "_CHUNK", 64)
+    padding = "#" * 5000 + "\n"
+    big = model(tmp_path / "models" / "big.py", "big", body=padding)  # uses gradcli in its first line
+    (tmp_path / "models" / "data.py").write_text(padding + "x = 1\n")  # large, no gradcli: not a model
+    (tmp_path / "models" / "late.py").write_text("#" * 61 + "\nimport gradcli\n")  # across a chunk boundary
+    files, errors = find_files([tmp_path / "models"])
+    assert [os.path.basename(f) for f in files] == ["late.py"]
+    assert [(os.path.basename(e["file"]), e["message"].split(",")[0]) for e in errors] == [
+        ("big.py", "not imported: 0.0 MiB")]
+    assert "larger than any model file gradcli takes" in errors[0]["message"]
+    files, errors = find_files([big])
+    assert files == [] and "larger than any model file" in errors[0]["message"]
+
+
+def test_a_folders_walk_reads_no_more_than_the_bound(tmp_path, monkeypatch):
+    monkeypatch.setattr(collecting, "MAX_SOURCE_BYTES", 4000)
+    monkeypatch.setattr(collecting, "_CHUNK", 1000)
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "huge.py").write_text("#" * 100_000)
+    model(tmp_path / "models" / "m.py", "loss")
+    read = []
+    real_fdopen = os.fdopen
+
+    class Counting:
+        def __init__(self, fh):
+            self.fh = fh
+
+        def read(self, n=-1):
+            data = self.fh.read(n)
+            read.append(len(data))
+            return data
+
+        def fileno(self):
+            return self.fh.fileno()
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.fh.close()
+
+    monkeypatch.setattr(collecting.os, "fdopen", lambda *a, **k: Counting(real_fdopen(*a, **k)))
+    files, _ = find_files([tmp_path / "models"])
+    assert [os.path.basename(f) for f in files] == ["m.py"] and max(read) <= 1000 and sum(read) <= 8000
+

@@ -203,3 +203,25 @@ def test_sigint_stops_the_run_reports_what_ran_and_exits_130(tmp_path, as_json):
         assert "first" in stdout and "never" not in stdout and "interrupted after 1 of 3 checks" in stdout
     assert "interrupted: 1 of 3 checks ran" in stderr and "Traceback" not in stderr
     assert set(junit_cases(out)) == {"first"}
+
+# --- a folder's fifos and devices cannot hang the run or fill its memory ----------------------------------
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero") or not hasattr(os, "mkfifo"), reason="POSIX fifos and devices")
+def test_a_fifo_and_a_link_to_dev_zero_in_a_folder_are_not_read(tmp_path):
+    import resource
+
+    (tmp_path / "models").mkdir()
+    model(tmp_path / "models" / "m.py", GOOD)
+    os.mkfifo(tmp_path / "models" / "p.py")  # read, it blocks forever
+    (tmp_path / "models" / "z.py").symlink_to("/dev/zero")  # read, it never ends
+
+    def bounded():  # were /dev/zero read, a MemoryError well before this machine's memory runs out
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+    r = subprocess.run([sys.executable, "-m", "gradcli", "check", "models", "--json"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=60, preexec_fn=bounded)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert [c["name"] for c in doc["checks"]] == ["cube"] and "errors" not in doc
+    assert stat.S_ISFIFO(os.lstat(tmp_path / "models" / "p.py").st_mode)
+
