@@ -1,8 +1,11 @@
 """What the CLI tests share: a runner that keeps stdout and stderr apart, a colour-free environment,
 a JSON parser that rejects NaN and Infinity (the contract says null), ``gradcli check`` run in this
-process, and model files with a statement placed in the function, gradient, vjp or hvp."""
+process, model files with a statement placed in the function, gradient, vjp or hvp, and gradcli started
+in a process of its own that a signal stops in a chosen phase."""
 import json
 import os
+import subprocess
+import sys
 import textwrap
 
 from click.testing import CliRunner
@@ -102,3 +105,42 @@ def numpy_examples() -> list:
     """The numpy example files: examples/*.py and examples/bugs/*.py."""
     return sorted(os.path.join(d, f) for d in (EXAMPLES, os.path.join(EXAMPLES, "bugs"))
                   for f in os.listdir(d) if f.endswith(".py"))
+
+
+# --- gradcli in a process of its own, stopped by a signal in a chosen phase -------------------------------
+
+#: The one line each stop signal leaves on stderr.
+LINE = {"SIGINT": "interrupted: Ctrl-C (SIGINT)", "SIGTERM": "terminated: SIGTERM", "SIGHUP": "hung up: SIGHUP"}
+
+# gradcli's entry point, started as a terminal would start it: whatever the test runner's own parent
+# ignores, Ctrl-C raises KeyboardInterrupt (a background job's SIGINT is ignored, and gradcli rightly
+# keeps ignoring it). With a hook MODULE:FUNCTION the process sends itself the signal when it first
+# enters that function.
+LAUNCHER = r'''
+import os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)
+for name in sys.argv[2].split(",") if sys.argv[2] else ():
+    signal.signal(getattr(signal, name), signal.SIG_IGN)
+sig, hook = sys.argv[1], sys.argv[3]
+if hook:
+    prefix, _, function = hook.partition(":")
+    def profile(frame, event, arg):
+        if (event == "call" and frame.f_code.co_name == function
+                and frame.f_globals.get("__name__", "").startswith(prefix)):
+            sys.setprofile(None)
+            os.kill(os.getpid(), getattr(signal, sig))
+    sys.setprofile(profile)
+from gradcli.cli import main
+main(sys.argv[4:], prog_name="gradcli")
+'''
+
+
+def start(args, cwd, sig="SIGINT", hook="", ignored=()):
+    return subprocess.Popen([sys.executable, "-c", LAUNCHER, sig, ",".join(ignored), hook, *map(str, args)],
+                            cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc, timeout=600):
+    out, err = proc.communicate(timeout=timeout)
+    assert "Traceback" not in err and "Aborted" not in err, err
+    return proc.returncode, out, err

@@ -40,3 +40,20 @@ def test_later_signals_are_recorded_not_raised_while_winding_down():
         for _ in range(100_000):
             pass
         assert signals.stop_exit_status() == 143 and signals.stop_message() == "terminated: SIGTERM"
+
+
+def test_a_stop_while_stops_are_deferred_is_raised_where_they_resume():
+    """A signal while a command is loaded (deferred) must not be lost: the command raises it as it starts."""
+    with signals.watching_signals():
+        with signals.stops_deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(100_000):  # the handler runs here and records it, raising nothing
+                pass
+            assert signals.stop_pending() and signals.stop_exit_status() == 143
+            with pytest.raises(KeyboardInterrupt):
+                with signals.stops_resumed():
+                    pytest.fail("the block must not run once a stop is pending")
+            assert not signals.stop_pending()
+            with signals.stops_resumed():  # raised once, not again
+                pass
+        assert signals.stop_exit_status() == 143

@@ -19,7 +19,7 @@ import click
 
 from gradcli import __version__
 from gradcli.core.files import discard_pending
-from gradcli.core.signals import stop_exit_status, stop_message, stops_deferred, watching_signals
+from gradcli.core.signals import stop_exit_status, stop_message, stop_pending, stops_deferred, watching_signals
 
 #: command -> (module, function). Listing them reads each function's docstring from its source, so
 #: that ``gradcli --help`` shows click's own short help without importing the command.
@@ -72,14 +72,23 @@ def summary(help_text: str, limit: int) -> str:
     return click.Command("", help=help_text).get_short_help_str(limit)
 
 
-def _stopped():
-    """Leave after a stop signal: temporary files removed, one line, exit 128 + the signal."""
+#: ``ctx.meta`` key (shared by a command's context and the group's): whether the command was given --json
+JSON_META = "gradcli.json"
+
+
+def _stopped(as_json: bool = False):
+    """Leave after a stop signal: temporary files removed, one line, exit 128 + the signal; with
+    ``--json``, stdout still gets its one document, the error document marked ``interrupted``."""
     with stops_deferred():  # a second signal must not cut this short
         discard_pending()
         try:
             # the blank line closes the terminal's echo of ^C
             ctrl_c = (stop_exit_status() or 130) == 130
             click.echo(("\n" if ctrl_c and sys.stderr.isatty() else "") + stop_message(), err=True)
+            if as_json:
+                from gradcli.render.json import error_document  # here: it loads numpy, which --help must not
+
+                click.echo(error_document(stop_message(), interrupted=True))
         except (OSError, ValueError):  # after SIGHUP the terminal may be gone: the exit status still tells
             pass
     sys.exit(stop_exit_status() or 130)
@@ -93,12 +102,21 @@ class LazyGroup(click.Group):
         with watching_signals():
             try:
                 return super().main(*args, **kwargs)
+            except SystemExit as exc:
+                # a stop that no command raised or reported (--help, --version, a usage error, a signal
+                # while the command's exit unwound) still ends the run as stopped
+                if stop_pending() and exc.code != stop_exit_status():
+                    _stopped()
+                raise
             finally:
                 discard_pending()
 
     def make_context(self, *args, **kwargs):
+        # until a command starts, a stop waits (JsonCommand raises it when it starts): only then is it
+        # known where this run's report goes
         try:
-            return super().make_context(*args, **kwargs)
+            with stops_deferred():
+                return super().make_context(*args, **kwargs)
         except KeyboardInterrupt:
             _stopped()
 
@@ -110,9 +128,10 @@ class LazyGroup(click.Group):
 
     def invoke(self, ctx):
         try:
-            return super().invoke(ctx)
+            with stops_deferred():  # the command is imported and reads its options (see make_context)
+                return super().invoke(ctx)
         except KeyboardInterrupt:
-            _stopped()
+            _stopped(ctx.meta.get(JSON_META, False))
 
     def list_commands(self, ctx):
         return sorted(COMMANDS)

@@ -10,14 +10,14 @@ import time
 import click
 
 from gradcli.checks import config, isolated, session
-from gradcli.core.signals import stop_exit_status, stop_message, stops_deferred, watching_signals
+from gradcli.core.signals import stop_exit_status, stop_message, stops_deferred, stops_resumed, watching_signals
 from gradcli.checks.worker import TIME_LIMIT_S
 from gradcli.core import options as option_values
 from gradcli.core.errors import BadInput
 from gradcli.verdict.exit_codes import exit_code
 from gradcli.render.check import render_check_report
 from gradcli.render.json import dumps
-from gradcli.render.junit import junit_target, junit_xml, write_atomic
+from gradcli.render.junit import RUN_CASE, junit_target, junit_xml, stopped_junit_target, write_atomic
 from gradcli.cli.common import JsonCommand, console, fail, progress_console
 
 #: Checks are run with a progress bar (stderr, terminals only, never with --json) once a run has
@@ -25,7 +25,11 @@ from gradcli.cli.common import JsonCommand, console, fail, progress_console
 PROGRESS_AFTER_S = 1.0
 
 
-@click.command(cls=JsonCommand)
+class _CheckCommand(JsonCommand):
+    reports_stops = True  # check() reports a stop as this run's, in its --json and --junit
+
+
+@click.command(cls=_CheckCommand)
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
 @click.option("-k", "pattern", default=None, metavar="PATTERN",
               help="Only checks whose name (or file) contains PATTERN, case-insensitive, as pytest's -k: "
@@ -73,34 +77,48 @@ def check(paths, pattern, as_json, junit, mode, seed, rtol, atol, taylor, order,
     SIGTERM, SIGHUP, with the checks that ran reported.
     """
     started = time.perf_counter()
-    try:
-        # refused before any model is imported, let alone checked
-        junit_path = junit_target(junit, [*paths, *session.find_files(paths)[0]]) if junit is not None else None
-    except BadInput as exc:
-        fail(exc, as_json)
-    try:
-        cli_defaults = _check_options(paths, pattern, seed, rtol, atol, mode, timeout)
-        if taylor:
-            cli_defaults["taylor"] = True
-        if autocast:
-            cli_defaults["autocast"] = autocast
-        if order is not None:
-            cli_defaults["order"] = order
-        defaults = {**session.load_defaults(paths[0]), **cli_defaults}
-    except BadInput as exc:
-        _refuse(exc, as_json, junit_path)
-    limit = defaults.pop("timeout", TIME_LIMIT_S)
-
+    junit_path, defaults = None, {}
     with watching_signals():
         try:
-            show = not as_json and sys.stderr.isatty()
-            with contextlib.redirect_stdout(sys.stderr):  # model files may print; stdout is for the report
-                report = run_files_report(paths, pattern, defaults, limit, progress_console() if show else None,
-                                          started)
+            with stops_resumed():  # a stop from the moment gradcli started is reported here, as this run's
+                junit_path = _junit_path(junit, paths, as_json)
+                try:
+                    defaults = _defaults(paths, pattern, seed, rtol, atol, mode, timeout, taylor, autocast, order)
+                except BadInput as exc:
+                    _refuse(exc, as_json, junit_path)
+                limit = defaults.pop("timeout", TIME_LIMIT_S)
+                show = not as_json and sys.stderr.isatty()
+                with contextlib.redirect_stdout(sys.stderr):  # model files may print; stdout is for the report
+                    report = run_files_report(paths, pattern, defaults, limit,
+                                              progress_console() if show else None, started)
         except KeyboardInterrupt:  # a stop signal before the first model process started
             report = session.CheckReport(checks=[], interrupted=True, planned=0)
+            if junit is not None and junit_path is None:
+                junit_path = stopped_junit_target(junit, paths)
         with stops_deferred():  # the report and the JUnit file are written whole
             _finish(report, started, pattern, as_json, junit, junit_path, bool(defaults.get("taylor")))
+
+
+def _junit_path(junit, paths, as_json: bool) -> str | None:
+    """The file --junit replaces, refused before any model is imported, let alone checked."""
+    if junit is None:
+        return None
+    try:
+        return junit_target(junit, [*paths, *session.find_files(paths)[0]])
+    except BadInput as exc:
+        fail(exc, as_json)
+
+
+def _defaults(paths, pattern, seed, rtol, atol, mode, timeout, taylor, autocast, order) -> dict:
+    """The check options of this run: [tool.gradcli], then the command line's over them."""
+    cli_defaults = _check_options(paths, pattern, seed, rtol, atol, mode, timeout)
+    if taylor:
+        cli_defaults["taylor"] = True
+    if autocast:
+        cli_defaults["autocast"] = autocast
+    if order is not None:
+        cli_defaults["order"] = order
+    return {**session.load_defaults(paths[0]), **cli_defaults}
 
 
 def _finish(report, started, pattern, as_json, junit, junit_path, taylor) -> None:
@@ -154,7 +172,7 @@ def _refuse(err: BadInput, as_json: bool, junit_path: str | None):
     behind to be taken for this one's."""
     if junit_path is not None:
         try:
-            write_atomic(junit_path, junit_xml(session.CheckReport(errors=[{"file": "gradcli check",
+            write_atomic(junit_path, junit_xml(session.CheckReport(errors=[{"file": RUN_CASE,
                                                                             "message": err.message}])))
         except OSError:
             pass

@@ -11,6 +11,8 @@ import numpy as np
 
 # the commands import these from here
 from gradcli.core.errors import BadInput
+from gradcli.core.signals import stops_resumed
+from gradcli.cli import JSON_META
 from gradcli.verdict.exit_codes import exit_code
 from gradcli.render.json import dumps, error_document
 from gradcli.render.screen import Screen
@@ -71,7 +73,20 @@ def expression_hint(exc: click.UsageError, args: list) -> str:
 class JsonCommand(click.Command):
     """A command whose own usage errors (``--rtol abc``, a missing EXPR) still honour ``--json``:
     click reports them on stderr as usual, and stdout gets the error document, so that a pipeline
-    reading stdout always has exactly one JSON document to parse."""
+    reading stdout always has exactly one JSON document to parse (a stop signal's too: gradcli.cli).
+
+    A stop signal that came while the command was loaded (deferred by the group) is raised when it
+    starts; a command that sets ``reports_stops`` takes it in its own code instead (``stops_resumed``
+    first thing), to report it in its own way."""
+
+    reports_stops = False
+
+    def invoke(self, ctx):
+        ctx.meta[JSON_META] = bool(ctx.params.get("as_json"))
+        if self.reports_stops:
+            return super().invoke(ctx)
+        with stops_resumed():
+            return super().invoke(ctx)
 
     def parse_args(self, ctx, args):
         options = args[:args.index("--")] if "--" in args else list(args)  # click consumes args

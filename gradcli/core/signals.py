@@ -3,7 +3,9 @@
 While :func:`watching_signals` is active, the first such signal is recorded and raises
 KeyboardInterrupt (as Python's own SIGINT handler does), so every ``finally`` on the way out runs:
 that is where temporary files are removed and what ran is reported. Later signals are recorded
-and raise nothing, so that the winding down the first one started is not cut short. The exit
+and raise nothing, so that the winding down the first one started is not cut short. Within
+:func:`stops_deferred` the first signal is recorded too and raises nothing; :func:`stops_resumed`
+raises it once the code that must report it (a command with its options read) has taken over. The exit
 status is 128 + the signal (130, 143, 129), as a shell reports a process the signal ended. A signal
 the caller ignores (``nohup``'s SIGHUP, a background job's SIGINT) stays ignored.
 """
@@ -24,6 +26,7 @@ class _State:
     watching = False
     deferred = False  # within stops_deferred(): recorded, not raised
     received = 0  # the first stop signal that arrived while watching (0: none)
+    raised = False  # whether ``received`` has raised its KeyboardInterrupt (False: deferred, still due)
 
 
 _STATE = _State()
@@ -33,7 +36,7 @@ def _on_stop_signal(signum, frame):
     if _STATE.received or _STATE.deferred:
         _STATE.received = _STATE.received or signum
         return
-    _STATE.received = signum
+    _STATE.received, _STATE.raised = signum, True
     raise KeyboardInterrupt
 
 
@@ -46,7 +49,7 @@ def _lost_interrupt(unraisable, chain):
     if isinstance(unraisable.exc_value, KeyboardInterrupt) and _STATE.received and not _STATE.deferred:
         import threading
 
-        signum, _STATE.received = _STATE.received, 0
+        signum, _STATE.received, _STATE.raised = _STATE.received, 0, False
         timer = threading.Timer(0.01, os.kill, (os.getpid(), signum))
         timer.daemon = True
         timer.start()
@@ -65,7 +68,7 @@ def watching_signals():
         return
     outer = _STATE.watching, _STATE.deferred
     if not _STATE.watching:
-        _STATE.received = 0
+        _STATE.received, _STATE.raised = 0, False
     _STATE.watching, _STATE.deferred = True, False
     hook = sys.unraisablehook
     sys.unraisablehook = lambda unraisable: _lost_interrupt(unraisable, hook)
@@ -87,6 +90,25 @@ def stops_deferred():
         yield
     finally:
         _STATE.deferred = outer
+
+
+@contextmanager
+def stops_resumed():
+    """Within :func:`stops_deferred`: stop signals raise again, and the first one, if it came while they
+    were deferred, raises KeyboardInterrupt at once (on entering the block)."""
+    outer, _STATE.deferred = _STATE.deferred, False
+    try:
+        if stop_pending():
+            _STATE.raised = True
+            raise KeyboardInterrupt
+        yield
+    finally:
+        _STATE.deferred = outer
+
+
+def stop_pending() -> bool:
+    """Whether a stop signal came while stops were deferred and has raised nothing yet."""
+    return bool(_STATE.received) and not _STATE.raised
 
 
 def watching() -> bool:
@@ -120,4 +142,4 @@ def as_model_process() -> None:
     for s in STOP_SIGNALS:
         if s != signal.SIGINT:
             signal.signal(s, signal.SIG_DFL)
-    _STATE.watching, _STATE.deferred, _STATE.received = True, False, 0
+    _STATE.watching, _STATE.deferred, _STATE.received, _STATE.raised = True, False, 0, False

@@ -5,52 +5,18 @@ writes its output; some sent by the process to itself the moment a named functio
 they land in a chosen phase of the run (during the sympy derivative, while the .npz is zipped)."""
 from __future__ import annotations
 
+import json
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
 
+from cli_helpers import LINE, finish, start
+
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="POSIX signals")
 
 STATUS = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}
-LINE = {"SIGINT": "interrupted: Ctrl-C (SIGINT)", "SIGTERM": "terminated: SIGTERM", "SIGHUP": "hung up: SIGHUP"}
-
-# gradcli's entry point, started as a terminal would start it: whatever the test runner's own parent
-# ignores, Ctrl-C raises KeyboardInterrupt (a background job's SIGINT is ignored, and gradcli rightly
-# keeps ignoring it). With a hook MODULE:FUNCTION the process sends itself the signal when it first
-# enters that function.
-LAUNCHER = r'''
-import os, signal, sys
-signal.signal(signal.SIGINT, signal.default_int_handler)
-for name in sys.argv[2].split(",") if sys.argv[2] else ():
-    signal.signal(getattr(signal, name), signal.SIG_IGN)
-sig, hook = sys.argv[1], sys.argv[3]
-if hook:
-    prefix, _, function = hook.partition(":")
-    def profile(frame, event, arg):
-        if (event == "call" and frame.f_code.co_name == function
-                and frame.f_globals.get("__name__", "").startswith(prefix)):
-            sys.setprofile(None)
-            os.kill(os.getpid(), getattr(signal, sig))
-    sys.setprofile(profile)
-from gradcli.cli import main
-main(sys.argv[4:], prog_name="gradcli")
-'''
-
-
-def start(args, cwd, sig="SIGINT", hook="", ignored=()):
-    return subprocess.Popen([sys.executable, "-c", LAUNCHER, sig, ",".join(ignored), hook, *map(str, args)],
-                            cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def finish(proc, timeout=600):
-    out, err = proc.communicate(timeout=timeout)
-    assert "Traceback" not in err and "Aborted" not in err, err
-    return proc.returncode, out, err
-
 
 def temporaries(folder):
     return sorted(name for name in os.listdir(folder) if name.endswith(".tmp"))
@@ -107,13 +73,35 @@ def test_ctrl_c_in_any_command_exits_130_with_one_line(tmp_path, command):
     code, out, err = finish(start(args, tmp_path, "SIGINT", hook))
     assert code == 130
     assert err.splitlines() == [LINE["SIGINT"]]
-    assert out == ""
+    if "--json" in args:  # stdout still holds its one document, which says the run stopped
+        assert json.loads(out) == {"status": "error", "error": LINE["SIGINT"], "interrupted": True}
+    else:
+        assert out == ""
 
 
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
 def test_sigterm_and_sighup_in_a_point_command(tmp_path, sig):
     code, out, err = finish(start(COMMANDS["grad in sympy"][0], tmp_path, sig, "sympy:diff"))
     assert code == STATUS[sig] and err.splitlines() == [LINE[sig]]
+
+
+SCHEMAS = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "docs", "schemas")
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+@pytest.mark.parametrize("hook", ["gradcli.batch.compare:run_batch", "gradcli.cli:load_command"],
+                         ids=["running", "loading the command"])
+def test_a_stopped_batch_with_json_prints_one_document_that_says_so(tmp_path, sig, hook):
+    args = ["grad", "x*y", "--batch", 100, "--domain", "x=0:1, y=0:1", "--out", "o.csv", "--json"]
+    code, out, err = finish(start(args, tmp_path, sig, hook))
+    assert code == STATUS[sig] and err.splitlines() == [LINE[sig]]
+    doc = json.loads(out)
+    assert doc == {"status": "error", "error": LINE[sig], "interrupted": True}
+    assert os.listdir(tmp_path) == []
+    jsonschema = pytest.importorskip("jsonschema")
+    for name in ("grad-batch", "error"):
+        with open(os.path.join(SCHEMAS, f"{name}.json"), encoding="utf-8") as fh:
+            jsonschema.validate(doc, json.load(fh))
 
 
 def test_a_signal_the_caller_ignores_stays_ignored(tmp_path):

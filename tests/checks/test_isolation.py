@@ -378,7 +378,8 @@ def test_a_stop_signal_ends_the_model_processes_and_reports_what_ran(tmp_path, s
     doc = json.loads(stdout)
     assert doc["interrupted"] is True and [(c["name"], c["status"]) for c in doc["checks"]] == [("first", "pass")]
     assert "interrupted: 1 of 3 checks ran" in stderr and "Traceback" not in stderr
-    assert set(junit_cases(out)) == {"first"}
+    cases = junit_cases(out)  # what ran, and that the run stopped: CI must not pass it as complete
+    assert set(cases) == {"first", "gradcli check"} and cases["gradcli check"].find("error").get("type") == "interrupted"
     model_pid, helper_pid = map(int, mark.read_text().split())
     time.sleep(0.2)
     assert not alive(model_pid) and not alive(helper_pid)

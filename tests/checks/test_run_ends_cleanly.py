@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from cli_helpers import PLACES, check, model, placed
+from cli_helpers import LINE, PLACES, check, finish, model, placed, start
 
 GOOD = '''
 import numpy as np
@@ -202,7 +202,59 @@ def test_sigint_stops_the_run_reports_what_ran_and_exits_130(tmp_path, as_json):
     else:
         assert "first" in stdout and "never" not in stdout and "interrupted after 1 of 3 checks" in stdout
     assert "interrupted: 1 of 3 checks ran" in stderr and "Traceback" not in stderr
-    assert set(junit_cases(out)) == {"first"}
+    cases = junit_cases(out)  # what ran, and that the run stopped: CI must not pass it as complete
+    assert set(cases) == {"first", "gradcli check"} and cases["gradcli check"].find("error").get("type") == "interrupted"
+
+
+# --- a run stopped before it began still reports, as itself -------------------------------------------------
+
+#: Where the stop lands: while the command is imported, while --junit is checked against the folder's
+#: model files, once it has been, and as the model files start.
+EARLY = ["gradcli.cli:load_command", "gradcli.checks.collect:find_files", "gradcli.checks.config:load_defaults",
+         "gradcli.checks.isolated:run_files"]
+
+
+def stale_gradcli_report() -> str:
+    from gradcli.checks.result import CheckReport, CheckResult
+    from gradcli.render.junit import junit_xml
+
+    return junit_xml(CheckReport(checks=[CheckResult(name="cube", file="m.py", line=4, kind="grad", status="pass")]))
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize("stale", ["text", "gradcli report"])
+@pytest.mark.parametrize("hook", EARLY, ids=lambda h: h.split(":")[1])
+def test_a_run_stopped_before_any_check_ran_says_so_in_json_and_junit(tmp_path, hook, stale):
+    (tmp_path / "models").mkdir()
+    model(tmp_path / "models" / "m.py", GOOD)
+    out = tmp_path / "r.xml"
+    out.write_text("stale report from an earlier run" if stale == "text" else stale_gradcli_report())
+    code, stdout, stderr = finish(start(["check", "models", "--junit", out, "--json"], tmp_path, "SIGTERM", hook))
+    assert code == 143, stderr
+    doc = json.loads(stdout)
+    assert doc["interrupted"] is True and doc["checks"] == []
+    cases = junit_cases(out)
+    assert set(cases) == {"gradcli check"} and cases["gradcli check"].find("error").get("type") == "interrupted"
+    assert sorted(os.listdir(tmp_path)) == ["models", "r.xml"]  # no temporary file left
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_a_stop_before_junit_was_checked_against_the_model_files_leaves_a_model_alone(tmp_path):
+    (tmp_path / "models").mkdir()
+    m = model(tmp_path / "models" / "m.py", GOOD)
+    source = m.read_text()
+    os.link(m, tmp_path / "hard.xml")  # the folder's model under another name: never to be replaced
+    args = ["check", "models", "--junit", "hard.xml", "--json"]
+    code, stdout, _ = finish(start(args, tmp_path, "SIGTERM", "gradcli.checks.collect:find_files"))
+    assert code == 143 and json.loads(stdout)["interrupted"] is True
+    assert m.read_text() == source and os.path.samefile(m, tmp_path / "hard.xml")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_a_stop_while_the_command_loads_ends_its_help_as_stopped(tmp_path):
+    code, stdout, stderr = finish(start(["check", "--help"], tmp_path, "SIGTERM", "gradcli.cli:load_command"))
+    assert code == 143 and stderr.splitlines()[-1] == LINE["SIGTERM"]
+
 
 # --- a folder's fifos and devices cannot hang the run or fill its memory ----------------------------------
 
