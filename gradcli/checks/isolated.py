@@ -21,7 +21,7 @@ import os
 from gradcli.checks import session
 from gradcli.checks.collect import check_pattern, file_error, find_files, qualified_names
 from gradcli.checks.interrupt import is_user_interrupt
-from gradcli.checks.model_process import AVAILABLE, Ending, ModelProcess, reap
+from gradcli.checks.model_process import AVAILABLE, MAX_UNREAPED, Ending, ModelProcess, reap
 from gradcli.checks.result import CheckReport, CheckResult
 from gradcli.checks.worker import A_YEAR, TIME_LIMIT_S, Job
 
@@ -84,7 +84,7 @@ class _Run:
     def __init__(self, errors, on_output, on_error, progress):
         self.errors, self.on_output, self.on_error, self.progress = errors, on_output, on_error, progress
         self.pairs, self.checks, self.planned = [], [], 0
-        self.unreaped = []  # killed model processes not yet waited for
+        self.unreaped = []  # killed model processes not yet waited for (at most MAX_UNREAPED)
 
     def tell(self, entry: dict) -> None:
         if self.on_error is not None:
@@ -131,6 +131,8 @@ class _FileRun:
                 left = proc.close()
                 if left is not None:
                     self.whole.unreaped.append(left)
+                # reaped as the run goes, not at its end: the ended ones at once, and never more than a few left
+                reap(self.whole.unreaped, MAX_UNREAPED)
             if not self.settle(end):
                 return
 

@@ -31,6 +31,9 @@ from gradcli.checks.worker import (
 AVAILABLE = hasattr(os, "fork") and hasattr(signal, "setitimer") and hasattr(signal, "pthread_sigmask")
 #: The exit status of a process that ended without one to read.
 _UNKNOWN = object()
+#: The most ended model processes a run leaves unreaped: a zombie still counts against the user's
+#: process limit, so a folder of 500 files must not hold 500 of them.
+MAX_UNREAPED = 4
 
 
 @dataclasses.dataclass
@@ -353,7 +356,9 @@ def _reaped(pid: int, flags: int = 0) -> bool:
         return True
 
 
-def reap(pids: list) -> None:
-    """Wait for the model processes that were killed (SIGKILL: at once) to be gone."""
-    while pids:
-        _reaped(pids.pop())
+def reap(pids: list, keep: int = 0) -> None:
+    """Reap the killed model processes in ``pids`` that are gone, then wait for the oldest others
+    (SIGKILL: at once) until at most ``keep`` are left; ``pids`` is updated in place."""
+    pids[:] = [pid for pid in pids if not _reaped(pid, os.WNOHANG)]
+    while len(pids) > keep:
+        _reaped(pids.pop(0))

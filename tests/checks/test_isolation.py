@@ -385,6 +385,49 @@ def test_a_stop_signal_ends_the_model_processes_and_reports_what_ran(tmp_path, s
     assert not alive(model_pid) and not alive(helper_pid)
 
 
+# --- ended model processes are reaped as the run goes -------------------------------------------------------
+
+COUNTS_ZOMBIES = '''
+import os
+import numpy as np
+import gradcli
+
+def zombie_siblings():
+    """Ended children of gradcli (this process's parent) that no one has reaped yet."""
+    count = 0
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        count += fields[0] == "Z" and int(fields[1]) == os.getppid()
+    return count
+
+@gradcli.check(x=np.array([1.0, 2.0]))
+def counts(x):
+    with open(os.path.join(os.environ["GRADCLI_TEST_DIR"], os.path.basename(__file__) + ".txt"), "w") as fh:
+        fh.write(str(zombie_siblings()))
+    return np.sum(x ** 2)
+'''
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="counts zombies in /proc")
+def test_ended_model_processes_are_reaped_as_the_run_goes_not_at_its_end(tmp_path):
+    from gradcli.checks.model_process import MAX_UNREAPED
+
+    (tmp_path / "models").mkdir()
+    (tmp_path / "counts").mkdir()
+    files = 3 * MAX_UNREAPED + 4
+    for i in range(files):
+        model(tmp_path / "models" / f"m{i:02d}.py", COUNTS_ZOMBIES)
+    r = gradcli_process("models", "--json", cwd=tmp_path, env={"GRADCLI_TEST_DIR": str(tmp_path / "counts")})
+    assert r.returncode == 0, r.stderr
+    assert len(json.loads(r.stdout)["checks"]) == files
+    counts = [int((tmp_path / "counts" / f"m{i:02d}.py.txt").read_text()) for i in range(files)]
+    assert max(counts) <= MAX_UNREAPED, counts  # before: one more zombie with every file
+
+
 # --- bad input: one line, exit 2 --------------------------------------------------------------------------
 
 def test_a_negative_seed_is_refused_naming_the_option(tmp_path):
