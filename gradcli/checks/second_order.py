@@ -100,7 +100,10 @@ def _derivatives(ctx, fn, dirs):
     g0 = fn.at({})
     if g0 is None or g0.size != ctx.n or not np.all(np.isfinite(g0)):
         return None
-    ests = [num.directional(fn, g0, v, ctx.step, ctx.rtol / 10) for v in dirs]
+    # the field's own noise enters its differences' errors and their kink test, as f's does at first order:
+    # a backward whose additions vary between runs (nondet_tol) would otherwise look like a kink
+    sigma = num.noise_level(fn, g0, np.random.default_rng([ctx.seed, 41]))
+    ests = [num.directional(fn, g0, v, ctx.step, ctx.rtol / 10, sigma=sigma) for v in dirs]
     return (np.stack([e.value for e in ests]), np.stack([e.error for e in ests]),
             np.stack([e.kink for e in ests]), g0)
 
