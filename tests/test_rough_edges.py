@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import gradcli
-from cli_helpers import PLAIN_ENV, RUNNER, check, model, strict_json
+from cli_helpers import LINE, PLAIN_ENV, RUNNER, check, finish, model, start, strict_json
 from gradcli.checks import session
 from gradcli.checks.collect import find_files
 from gradcli.checks.registry import build_spec
@@ -84,23 +84,7 @@ def test_an_unknown_option_that_is_no_expression_gets_no_hint():
 
 # --- stop signals ------------------------------------------------------------------------------------------
 
-# gradcli's entry point as a terminal starts it; the process sends itself the signal on entering the named
-# function (MODULE:FUNCTION), so that it lands in a chosen phase of the run
-LAUNCHER = r'''
-import os, signal, sys
-signal.signal(signal.SIGINT, signal.default_int_handler)
-sig, (prefix, _, function) = sys.argv[1], sys.argv[2].partition(":")
-def profile(frame, event, arg):
-    if (event == "call" and frame.f_code.co_name == function
-            and frame.f_globals.get("__name__", "").startswith(prefix)):
-        sys.setprofile(None)
-        os.kill(os.getpid(), getattr(signal, sig))
-sys.setprofile(profile)
-from gradcli.cli import load_command, main
-main(sys.argv[3:], prog_name="gradcli")
-'''
 STATUS = {"SIGINT": 130, "SIGTERM": 143}
-LINE = {"SIGINT": "interrupted: Ctrl-C (SIGINT)", "SIGTERM": "terminated: SIGTERM"}
 GOOD = '''
 import gradcli
 
@@ -111,10 +95,7 @@ def square(x):
 
 
 def stopped(tmp_path, sig, hook, *args):
-    p = subprocess.run([sys.executable, "-c", LAUNCHER, sig, hook, *args], cwd=tmp_path, capture_output=True,
-                       text=True, timeout=300)
-    assert "Traceback" not in p.stderr and "Aborted" not in p.stderr, p.stderr
-    return p.returncode, p.stdout, p.stderr
+    return finish(start(args, tmp_path, sig, hook), timeout=300)
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="POSIX signals")
@@ -137,7 +118,8 @@ def test_a_signal_while_checks_report_is_written_still_sets_the_exit_status(tmp_
 ])
 def test_steps_ends_on_a_signal_like_every_command(tmp_path, sig, args, hook):
     code, out, err = stopped(tmp_path, sig, hook, *args)
-    assert (code, out, err.splitlines()) == (STATUS[sig], "", [LINE[sig]])
+    assert (code, err.splitlines()) == (STATUS[sig], [LINE[sig]])
+    assert strict_json(out) == {"status": "error", "error": LINE[sig], "interrupted": True}  # --json's one document
     assert os.listdir(tmp_path) == []
 
 
