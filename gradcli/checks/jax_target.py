@@ -14,10 +14,12 @@ import numpy as np
 
 from gradcli.core.errors import BadInput
 from gradcli.checks.binding import bind, call_bound, selected, signature_parameters
-from gradcli.checks.under_test import gradient_as_vjp
+from gradcli.checks.under_test import gradient_as_vjp, user_traceback
 from gradcli.checks.context import EPS, Verdict, coarsest
 
 KIND = "jax.custom_vjp or jax.custom_jvp function"
+#: complex inputs are checked, as real and imaginary parts in PyTorch's convention (see _conjugated)
+COMPLEX = True
 MISSING = "jax is not installed; this check needs it: pip install 'gradcli[jax]'"
 
 
@@ -70,7 +72,8 @@ def as_arrays(inputs: dict) -> dict:
         if _is_jax_array(v):
             import jax.numpy as jnp
             a = np.asarray(v)
-            v = a.astype(np.float64) if _is_float(jnp, v.dtype) else a
+            v = a.astype(np.float64) if _is_float(jnp, v.dtype) else a.astype(np.complex128) if a.dtype.kind == "c" \
+                else a
         out[k] = v
     return out
 
@@ -79,7 +82,8 @@ def run_dtype_name(fn, options: dict, inputs: dict | None = None) -> str:
     """The dtype the gradient under test is computed in: ``dtype=``, else float64; given ``inputs``
     (the spec's own), the coarsest of that and the given jax arrays' float dtypes, which they keep."""
     names = [options.get("dtype") or "float64"]
-    names += [str(v.dtype) for v in (inputs or {}).values() if _is_jax_array(v) and str(v.dtype) in EPS]
+    names += [_REAL_OF.get(str(v.dtype), str(v.dtype)) for v in (inputs or {}).values()
+              if _is_jax_array(v) and _REAL_OF.get(str(v.dtype), str(v.dtype)) in EPS]
     return coarsest(*names)
 
 
@@ -100,7 +104,9 @@ def functions(spec, opts: dict, inputs: dict):
     jax.config.update("jax_enable_x64", True)
     run_dtype = jnp.dtype(run_dtype_name(target, opts))
     # a given jax array runs in its own dtype; every other float input in the run dtype
-    own = {k: jnp.dtype(v.dtype) for k, v in spec.inputs.items() if _is_jax_array(v) and _is_float(jnp, v.dtype)}
+    own = {k: jnp.dtype(_REAL_OF.get(str(v.dtype), v.dtype)) for k, v in spec.inputs.items()
+           if _is_jax_array(v) and jnp.issubdtype(v.dtype, jnp.inexact)}
+    complex_names = {k for k, v in inputs.items() if np.asarray(v).dtype.kind == "c"}
     dtypes = {k: own.get(k, run_dtype) for k in inputs}
     output = opts.get("output")
     bound = bind(_parameters(target), list(spec.inputs), display_name(target))
@@ -110,16 +116,23 @@ def functions(spec, opts: dict, inputs: dict):
 
     # the point itself in the dtype under test, so that float64 reference and gradient see one point
     inputs = {k: _rounded(jnp, v, dtypes[k]) for k, v in inputs.items()}
+    if _custom(target):
+        # the reference runs the rule's .fun: a target that cannot run as users call it (no rule defined)
+        # is the function failing, not its gradient
+        try:
+            call({k: _array(jnp, v, dtypes[k]) for k, v in inputs.items()})
+        except Exception as exc:  # noqa: BLE001 - the function under test raised: status error
+            return Verdict("error", f"the function raised {type(exc).__name__}: {exc}", user_traceback(exc))
 
     def fn(**kw):
-        if any(np.iscomplexobj(v) for v in kw.values()):
+        if any(np.iscomplexobj(v) for k, v in kw.items() if k not in complex_names):
             raise TypeError("complex step does not apply to a jax check")
         values = {k: _array(jnp, v, jnp.float64) for k, v in kw.items()}
         # the primal without its rule gives the same values, 25 times faster than the custom_vjp object
         return _to_numpy(call(values, target.fun if _custom(target) else target))
 
     def wrt_of(kw):
-        return opts.get("wrt") or [k for k, v in kw.items() if np.asarray(v).dtype.kind == "f"]
+        return opts.get("wrt") or [k for k, v in kw.items() if np.asarray(v).dtype.kind in "fc"]
 
     def vjp_in(exact: bool):
         """JAX's vjp in the dtype under test, or (``exact``) in float64."""
@@ -138,9 +151,9 @@ def functions(spec, opts: dict, inputs: dict):
         out, pullback = jax.vjp(of_wrt, *[values[k] for k in wrt])
         if not jnp.issubdtype(out.dtype, jnp.inexact):
             return {k: np.zeros(np.shape(kw[k])) for k in wrt}  # an integer output does not move
-        seed = jnp.asarray(np.asarray(g, dtype=np.float64).reshape(out.shape), dtype=out.dtype)
-        grads = pullback(seed)
-        return {k: np.asarray(gk).astype(np.float64) for k, gk in zip(wrt, grads)}
+        grads = _conjugated(pullback, g, out, jnp)
+        # a complex gradient stays complex: the check fails one with an imaginary part for a real input
+        return {k: _to_numpy(gk) for k, gk in zip(wrt, grads)}
 
     def vjp_of_vjp(v: dict, w, /, **kw):
         """The vjp differentiated as gradgradcheck does: with p(x, w) = jax.vjp(f, x)[1](w),
@@ -175,9 +188,9 @@ def functions(spec, opts: dict, inputs: dict):
         wrt = wrt_of(kw)
         values = {k: _array(jnp, v, dtypes.get(k, run_dtype)) for k, v in kw.items()}
         xs = tuple(values[k] for k in wrt)
-        tangents = tuple(jnp.asarray(np.asarray(u[k], dtype=np.float64), dtype=x.dtype) for k, x in zip(wrt, xs))
+        tangents = tuple(jnp.asarray(np.asarray(u[k]), dtype=x.dtype) for k, x in zip(wrt, xs))
         _, ju = jax.jvp(lambda *a: selected(call({**values, **dict(zip(wrt, a))}), output), xs, tangents)
-        return np.asarray(ju).astype(np.float64)
+        return _to_numpy(ju)
 
     vjp = vjp_in(False)
     vjp.framework_hvp = vjp_of_vjp
@@ -218,33 +231,55 @@ class _PrimalAD:
     def __init__(self, jax, of_wrt, xs, wrt: list, label: str):
         self.wrt, self.label = wrt, label
         out, self.pullback = jax.vjp(of_wrt, *xs)
-        self.value = np.asarray(out, dtype=np.float64)
-        self.dtype = out.dtype
+        self.value = _to_numpy(out)
+        self.dtype, self.shape = out.dtype, out.shape
 
     def vjp(self, w) -> dict:
         import jax.numpy as jnp
-        grads = self.pullback(jnp.asarray(np.asarray(w, dtype=np.float64).reshape(self.value.shape), dtype=self.dtype))
-        return {k: np.asarray(g, dtype=np.float64) for k, g in zip(self.wrt, grads)}
+        grads = _conjugated(self.pullback, w, self, jnp)
+        return {k: _to_numpy(g) for k, g in zip(self.wrt, grads)}
 
     def gradient(self) -> dict:
         return self.vjp(np.ones(self.value.shape))
 
 
+#: the real dtype of each complex one: a given complex jax array is checked at its parts' precision
+_REAL_OF = {"complex64": "float32", "complex128": "float64"}
+
+
+def _complex_of(jnp, dtype):
+    return jnp.complex128 if jnp.dtype(dtype) == jnp.float64 else jnp.complex64
+
+
 def _rounded(jnp, v, dtype):
-    """``v`` (a numpy array) rounded through ``dtype`` and back to float64: the point under test."""
+    """``v`` (a numpy array) rounded through ``dtype`` (its complex counterpart for a complex ``v``) and back
+    to float64 or complex128: the point under test."""
     a = np.asarray(v)
+    if a.dtype.kind == "c":
+        return np.asarray(_array(jnp, a, dtype)).astype(np.complex128)
     if a.dtype.kind != "f":
         return a
     return np.asarray(jnp.asarray(a.astype(np.float64), dtype=dtype)).astype(np.float64)
 
 
 def _array(jnp, v, dtype):
-    """A float input as a jax array of ``dtype``; integers and booleans are constants (0-d: Python scalars,
-    so that they serve as an axis, a count or a flag)."""
+    """A float input as a jax array of ``dtype`` (a complex one of its complex counterpart); integers and
+    booleans are constants (0-d: Python scalars, so that they serve as an axis, a count or a flag)."""
     a = np.asarray(v)
+    if a.dtype.kind == "c":
+        return jnp.asarray(a.astype(np.complex128), dtype=_complex_of(jnp, dtype))
     if a.dtype.kind != "f":
         return a.item() if a.ndim == 0 else jnp.asarray(a)
     return jnp.asarray(a.astype(np.float64), dtype=dtype)
+
+
+def _conjugated(pullback, g, out, jnp):
+    """``pullback`` (JAX's) of the cotangent ``g`` in PyTorch's convention, the one gradcli checks in: JAX
+    pairs cotangents with tangents without conjugation, so its vjp of g is the conjugate of PyTorch's vjp
+    of conj(g) (its grad of a real function of z is dL/dRe z - i dL/dIm z); where all is real the two agree.
+    ``out``: the output's shape and dtype."""
+    seed = jnp.asarray(np.conj(np.asarray(g)).reshape(out.shape), dtype=out.dtype)
+    return [jnp.conj(c) if jnp.iscomplexobj(c) else c for c in pullback(seed)]
 
 
 def _to_numpy(out, keep: bool = False):

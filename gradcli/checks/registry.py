@@ -88,9 +88,23 @@ def _check(fn, grad, vjp, inputs, kwargs, registry, caller, attach=True, hvp=Non
     return _register_function(fn, grad, vjp, given, options, where, reg, hvp)
 
 
+def _code_of(fn):
+    """The code object of the function ``fn`` wraps, if any: through ``__wrapped__`` (functools.wraps,
+    ``jax.jit``, whose object has no code of its own) and a JAX custom rule's ``.fun``."""
+    for _ in range(32):  # a chain of wrappers, never a cycle
+        code = getattr(fn, "__code__", None)
+        if code is not None:
+            return code
+        inner = getattr(fn, "__wrapped__", None) or getattr(fn, "fun", None)
+        if inner is None or inner is fn:
+            return None
+        fn = inner
+    return None
+
+
 def _register_function(fn, grad, vjp, inputs, options, where, reg, hvp=None):
     if where is None:  # a decorator: where the function is defined (its first decorator line)
-        code = getattr(fn, "__code__", None)
+        code = _code_of(fn)
         where = (code.co_filename, code.co_firstlineno) if code is not None else ("<unknown>", 0)
     if not inputs:
         inputs = _defaults_of(fn)
