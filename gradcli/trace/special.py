@@ -18,7 +18,8 @@ start of the next trace, which is before the user's code can call it.
   differentiated by the existing rules. A reference held elsewhere (another module's from-import, a
   default argument, a frozen multivariate_normal) still reaches scipy, which converts: the cut is
   reported and the check falls back to numerics. :mod:`gradcli.trace.scipy_more` adds more
-  distributions, multigammaln and scipy.linalg's and scipy.signal's functions by the same mechanism.
+  distributions, multigammaln and scipy.linalg's and scipy.signal's functions by the same mechanism;
+  :mod:`gradcli.trace.special_more` more ufuncs (hypergeometric, Box-Cox, entropies...) and zeta.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ import types
 
 import numpy as np
 
-from gradcli.trace import substitution
+from gradcli.trace import special_more, substitution
 from gradcli.trace.array import ROUTES, NotTraceable, Traced, dispatch, record, unwrap, value_of
 from gradcli.trace.linear import axes_of, for_parent
 from gradcli.trace.rules import Elementwise, table_partials
@@ -283,7 +284,7 @@ def _python_level(sc, st):
     def level(compose):
         return lambda f: _with_scipy_value(f, compose)
 
-    groups = [(sc, "scipy.special", {"polygamma": poly, "logsumexp": level(logsumexp),
+    groups = [(sc, "scipy.special", {"polygamma": poly, "logsumexp": level(logsumexp), "zeta": special_more.zeta_rule,
                                      "softmax": level(softmax), "log_softmax": level(log_softmax)}),
               (st.norm, "scipy.stats.norm",
                {k: level(_norm(k, sc)) for k in ("logpdf", "pdf", "cdf", "logcdf")}),
@@ -338,8 +339,9 @@ def _load() -> dict:
     except ImportError:
         return {}
     d = _STATE.make
-    table = {u: d(Elementwise(u, p, p if holomorphic else None))
-             for u, (p, holomorphic) in _ufunc_partials(sc).items()}
+    partials = {**_ufunc_partials(sc), **special_more.ufunc_partials(sc)}
+    table = {u: d(Elementwise(u, p, p if holomorphic else None)) for u, (p, holomorphic) in partials.items()}
+    table.update({u: d(rule) for u, rule in special_more.two_output_rules(sc).items()})
     # routing's constant route, made from d's (the only one routing hands over): piecewise constant
     table[sc.gammasgn] = dataclasses.replace(d(None), kind="constant")
     for owner, attr, name, factory in _python_level(sc, st):
