@@ -163,19 +163,19 @@ def multi_dot_rule(arrays, *, out=None):
 
 # --- factorizations ------------------------------------------------------------------------------------
 def cholesky_rule(a, *, upper=False):
-    v, = _plain(a)
+    v, = _plain(a, complex_=True)
     c = np.linalg.cholesky(v, upper=True) if upper else np.linalg.cholesky(v)
-    # upper=True reads the upper triangle and returns U = L^T: the lower case on transposes
-    low, flip = (mT(c), mT) if upper else (c, lambda t: t)
-    half = 1 - 0.5 * np.eye(c.shape[-1], dtype=c.dtype)
+    # upper=True reads the upper triangle and returns U = L^H: the lower case on conjugate transposes
+    low, flip = (mH(c), mH) if upper else (c, lambda t: t)
+    half = 1 - 0.5 * np.eye(c.shape[-1], dtype=c.real.dtype)
 
-    def jvp(t):  # dL = L Phi(L^-1 dA L^-T), Phi: the lower triangle, half the diagonal (Murray)
-        x = mT(np.linalg.solve(low, mT(np.linalg.solve(low, _sym(flip(t), True)))))
+    def jvp(t):  # dL = L Phi(L^-1 dA L^-H), Phi: the lower triangle, half the (real) diagonal (Murray)
+        x = mH(np.linalg.solve(low, mH(np.linalg.solve(low, _sym(flip(t), True)))))
         return flip(low @ (np.tril(x) * half))
 
-    def vjp(g):  # the adjoint: L^-T Phi(L^T G) L^-1, read back onto the lower triangle
-        m = np.tril(mT(low) @ flip(g)) * half
-        p = mT(np.linalg.solve(mT(low), mT(np.linalg.solve(mT(low), m))))
+    def vjp(g):  # the adjoint under Re<.,.>: L^-H Phi(L^H G) L^-1, read back onto the lower triangle
+        m = np.tril(mH(low) @ flip(g)) * half
+        p = mH(np.linalg.solve(mH(low), mH(np.linalg.solve(mH(low), m))))
         return flip(_sym_adjoint(p, True))
 
     return _node(c, a, jvp, vjp)
