@@ -38,6 +38,11 @@ AUTO_FULL_MAX = 10_000  # auto mode: full while the Jacobian has at most this ma
 NUMERIC_CAP = 2000  # full mode with AD: finite differences on a sample above this many elements
 SAMPLE = 200
 DIRECTIONS = 4
+#: Every cotangent v a vjp under test is given is c v, and what it returns is divided by c: with a scalar
+#: output's cotangent 1 (and full mode's e_j) alone, a backward that ignores its cotangent would pass. A
+#: power of two, so that dividing it out is exact in every dtype; negative, so that a rule that loses the
+#: cotangent's sign shows too (gradcli.checks.under_test.user_vjp_at).
+COTANGENT_SCALE = -2.0
 MAX_MISMATCHES = 10
 #: The coarsest Taylor-test resolution (relative error in <g, v> that would still show) at which an
 #: inconclusive check may be called a pass: coarser than this, a 1e-3 bug could hide.

@@ -58,7 +58,7 @@ from gradcli.checks.registry import DTYPES, materialize, validate_options
 from gradcli.checks.result import CheckResult
 from gradcli.checks.spec import OPTIONS
 from gradcli.checks import framework as frameworks
-from gradcli.checks.under_test import user_traceback
+from gradcli.checks.under_test import SteadyOutput, user_traceback, zero_cotangent
 
 __all__ = ["run_check", "user_traceback", "RTOL"]
 
@@ -119,12 +119,28 @@ def _run(spec, opts: dict, result: CheckResult) -> None:
         return
     ctx = built
     result.dtype = ctx.dtype
-    outcome = compare_full(ctx) if ctx.mode == "full" else compare_fast(ctx)
+    outcome = zero_cotangent(ctx) or (compare_full(ctx) if ctx.mode == "full" else compare_fast(ctx))
     apply(result, outcome)
     if spec.expression is not None and spec.grad is not None and result.status == "pass":
         apply(result, judge_formulas(ctx, opts.get("domain")))  # one point can agree by chance
     if not outcome.stop:
         _after_first_order(ctx, result)
+    _seen_on_the_way(ctx, result)
+
+
+def _seen_on_the_way(ctx: CheckContext, result: CheckResult) -> None:
+    """What calling the code showed beside the comparisons: a framework's None for a gradient, which it
+    reads as 0 (right where the derivative is 0: the comparison decided), and an output whose shape or
+    dtype moved with the inputs, which no comparison can judge (its steps were unusable)."""
+    none = getattr(ctx.user_vjp, "framework_none", {})
+    said = tuple(getattr(ctx.user_vjp, "framework_notes", ())) + tuple(none.values())
+    result.notes.extend(text for text in said if text not in result.notes)
+    wrong = [k for k in none if any(m.input == k for m in result.mismatches)]
+    if result.status == "fail" and wrong:
+        result.message += "; " + "; ".join(f"{none[k]}, but its derivative is not 0" for k in wrong)
+    change = getattr(ctx.numf.call, "change", None)
+    if change is not None and result.status != "error":
+        apply(result, Outcome(verdict=Verdict("fail", change)))
 
 
 def build_context(spec, opts: dict, result: CheckResult):
@@ -207,7 +223,8 @@ def build_context(spec, opts: dict, result: CheckResult):
     # the reference works in float64 whatever the dtype under test
     base = {k: (v.astype(np.float64) if v.dtype.kind == "f" else v) for k, v in inputs.items()}
     try:
-        f0 = np.asarray(call_selected(fn, base, with_grad, output), dtype=np.float64).ravel()
+        raw0 = call_selected(fn, base, with_grad, output)
+        f0 = np.asarray(raw0, dtype=np.float64).ravel()
         again = np.asarray(call_selected(fn, base, with_grad, output), dtype=np.float64).ravel()
     except Exception as exc:  # noqa: BLE001
         return Verdict("error", f"the function raised in float64: {type(exc).__name__}: {exc}", user_traceback(exc))
@@ -221,7 +238,7 @@ def build_context(spec, opts: dict, result: CheckResult):
     if mode == "auto":
         mode = "full" if value.size * sum(sizes) <= AUTO_FULL_MAX else "fast"
     result.mode = mode
-    numf = num.Function(lambda x, complex_ok=False: call_selected(fn, x, with_grad, output), base, list(wrt))
+    numf = num.Function(SteadyOutput(fn, with_grad, output, base, raw0), base, list(wrt))
     constant = False
     if ad_factory is not None:
         try:

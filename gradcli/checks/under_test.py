@@ -11,7 +11,8 @@ import traceback as tb
 
 import numpy as np
 
-from gradcli.checks.context import CheckContext, Verdict, array_dtype
+from gradcli.checks.context import (
+    COTANGENT_SCALE, MAX_MISMATCHES, CheckContext, Outcome, Verdict, array_dtype, at_text, call_selected, mismatch)
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -72,13 +73,77 @@ def gradient_as_vjp(grads, g):
 
 
 def user_vjp_at(ctx: CheckContext, g: np.ndarray):
-    """The vjp under test for the flat cotangent ``g`` -> {name: array} | Verdict."""
-    g = np.array(g.reshape(ctx.out_shape), dtype=array_dtype(ctx.dtype))
+    """The vjp under test for the flat cotangent ``g`` -> {name: array} | Verdict. It is given
+    COTANGENT_SCALE * g, never g = 1 alone, and its result is divided back."""
+    g = np.array(COTANGENT_SCALE * g.reshape(ctx.out_shape), dtype=array_dtype(ctx.dtype))
     try:
         res = ctx.vjp(g, **ctx.fresh_inputs())
     except Exception as exc:  # noqa: BLE001
         return raised("fail", _vjp_name(ctx), exc)
-    return normalize(ctx, res, "the vjp")
+    out = normalize(ctx, res, "the vjp")
+    # + 0.0: a 0 the vjp returned stays 0, not -0
+    return out if isinstance(out, Verdict) else {k: v / COTANGENT_SCALE + 0.0 for k, v in out.items()}
+
+
+def zero_cotangent(ctx: CheckContext):
+    """A failing Outcome where the vjp under test, given the cotangent 0, returns a gradient that is not 0
+    (as gradcheck's "backward not multiplied by grad_output"): a vjp is linear in its cotangent. Random
+    cotangents catch most such rules; this names the cause. None where there is nothing to say (no vjp,
+    or one that raises, which the comparison reports)."""
+    if ctx.vjp is None or ctx.autodiff:
+        return None
+    got = user_vjp_at(ctx, np.zeros(ctx.m))
+    if isinstance(got, Verdict):
+        return None
+    flat = ctx.flat(got)
+    # 0 * inf is NaN: a gradient that is not finite is the comparison's to report
+    wrong = np.flatnonzero(np.isfinite(flat) & (flat != 0))
+    if not wrong.size:
+        return None
+    worst = wrong[np.argsort(-np.abs(flat[wrong]), kind="stable")][:MAX_MISMATCHES]
+    found = tuple(mismatch(ctx, int(c), 0.0, flat[c]) for c in worst)
+    first = found[0]
+    names = sorted({m.input for m in found}, key=ctx.wrt.index)
+    return Outcome(verdict=Verdict("fail", (
+        f"{_vjp_name(ctx)} is not multiplied by its cotangent: given the cotangent 0 it returns a gradient that "
+        f"is not 0 for {', '.join(names)} ({wrong.size} of {ctx.n} entries, largest {first.got:.6g} at "
+        f"{at_text(first.input, first.index)}); a vjp is linear in its cotangent, so 0 gives 0 (gradcheck: "
+        "backward not multiplied by grad_output)")), mismatches=found, stop=True)
+
+
+class SteadyOutput:
+    """f as the numerics call it, watching that the output keeps the shape and floating-point dtype it has
+    at the point: an output that changes either when the inputs move (float32 above a threshold, a shape
+    that depends on the values) has no derivative to check, as gradcheck's "outputs with the same
+    dtype/shape" says. A call that changes it raises (the numerics take it as a step they cannot use) and
+    the first such change is kept in ``change`` for the verdict."""
+
+    def __init__(self, fn, with_grad: bool, output, base: dict, at_point):
+        self.fn, self.with_grad, self.output, self.base = fn, with_grad, output, base
+        at_point = np.asarray(at_point)
+        self.shape, self.dtype = at_point.shape, at_point.dtype
+        self.change: str | None = None
+
+    def __call__(self, inputs: dict, complex_ok: bool = False):
+        out = call_selected(self.fn, inputs, self.with_grad, self.output)
+        if complex_ok:  # complex step's own call: its dtype is complex by design
+            return out
+        a = np.asarray(out)
+        floats = a.dtype.kind == "f" and self.dtype.kind == "f"
+        if a.shape != self.shape or (floats and a.dtype != self.dtype):
+            what = (f"{self.shape} at the inputs, {a.shape}" if a.shape != self.shape
+                    else f"{self.dtype} at the inputs, {a.dtype}")
+            moved = {k: float(np.max(np.abs(np.asarray(v, dtype=np.float64) - self.base[k]), initial=0.0))
+                     for k, v in inputs.items() if k in self.base and np.asarray(v).dtype.kind == "f"
+                     and np.shape(v) == np.shape(self.base[k])}
+            step = ", ".join(f"{k} moved by up to {d:.3g}" for k, d in moved.items() if d > 0)
+            if self.change is None:
+                self.change = (f"the output changes {'shape' if a.shape != self.shape else 'dtype'} when the inputs "
+                               f"move: {what} with {step or 'the inputs moved'}; a function whose output "
+                               "shape or dtype depends on the input's value has no consistent derivative to "
+                               "check (gradcheck: outputs with the same dtype/shape when inputs are perturbed)")
+            raise TypeError(self.change)
+        return out
 
 
 def user_hvp(ctx: CheckContext, v: dict):
