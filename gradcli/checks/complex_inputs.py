@@ -124,3 +124,70 @@ def real_outputs(spec):
         return call
 
     return dataclasses.replace(spec, fn=wrap_fn(spec.fn), vjp=wrap_vjp(spec.vjp))
+
+
+def framework_pairs(built: tuple, names: list) -> tuple:
+    """A framework target's (fn, vjp, ad_factory, inputs), built on complex ``names``, taking them as pairs
+    as the pipeline hands them, with complex outputs, gradients and tangents as pairs too. The framework's
+    own gradient of a real loss with respect to z is dL/dRe z + i dL/dIm z (PyTorch's convention), which
+    as a pair is exactly what the numerics measure; its cotangent on a complex output is g_re + i g_im."""
+    fn, vjp, ad_factory, inputs = built
+    complex_out = [False]
+
+    def to_user(kw):
+        return {k: joined(v) if k in names else v for k, v in kw.items()}
+
+    def as_real(out):
+        if isinstance(out, (tuple, list)):
+            return type(out)(as_real(o) for o in out)
+        if np.iscomplexobj(out):
+            complex_out[0] = True
+            return pairs(out)
+        return out
+
+    def grads_out(res: dict) -> dict:
+        return {k: pairs(g) if k in names else g for k, g in res.items()}
+
+    def user_g(g):
+        return joined(np.asarray(g)) if complex_out[0] else g
+
+    def call(**kw):
+        if any(np.iscomplexobj(v) for v in kw.values()):  # complex step: its pairs would be read as parts
+            raise TypeError("complex step does not apply to complex inputs")
+        return as_real(fn(**to_user(kw)))
+
+    def wrapped_vjp(of):
+        return lambda g, /, **kw: grads_out(of(user_g(g), **to_user(kw)))
+
+    pair_vjp = wrapped_vjp(vjp)
+    for name in ("framework_none", "framework_notes"):
+        if hasattr(vjp, name):
+            setattr(pair_vjp, name, getattr(vjp, name))
+    if hasattr(vjp, "float64"):
+        pair_vjp.float64 = wrapped_vjp(vjp.float64)
+    jvp = getattr(vjp, "framework_jvp", None)
+    if jvp is not None:
+        pair_vjp.framework_jvp = lambda u, /, **kw: as_real(np.asarray(jvp(to_user(u), **to_user(kw))))
+        pair_vjp.framework_jvp.label, pair_vjp.framework_jvp.method = jvp.label, jvp.method
+
+    def pair_ad(base, wrt):
+        ad = ad_factory(to_user(base), wrt)
+        return None if ad is None else _PairAD(ad, as_real, grads_out, user_g)
+
+    moved = {k: pairs(v) if k in names else v for k, v in inputs.items()}
+    return call, pair_vjp, None if ad_factory is None else pair_ad, moved
+
+
+class _PairAD:
+    """A framework's AD of the primal (the reference beside the numerics) over pairs."""
+
+    def __init__(self, ad, as_real, grads_out, user_g):
+        self.ad, self.grads_out, self.user_g = ad, grads_out, user_g
+        self.method, self.label = ad.method, ad.label
+        self.value = as_real(ad.value)
+
+    def vjp(self, w) -> dict:
+        return self.grads_out(self.ad.vjp(self.user_g(w)))
+
+    def gradient(self) -> dict:
+        return self.vjp(np.ones(np.shape(self.value)))

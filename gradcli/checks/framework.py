@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from gradcli.core.errors import BadInput
+from gradcli.checks.complex_inputs import NOTE as COMPLEX_NOTE, framework_pairs
 from gradcli.checks.context import Verdict
 from gradcli.checks import jax_target, torch_target
 
@@ -73,10 +74,18 @@ def functions(spec, opts: dict, inputs: dict):
     target = TARGETS[framework]
     target.validate(spec.fn, spec.inputs, opts)
     complex_inputs = [k for k, v in inputs.items() if v.dtype.kind == "c"]
-    if complex_inputs:
+    if complex_inputs and not getattr(target, "COMPLEX", False):
         return Verdict("skipped", f"complex inputs to a {framework} check are not checked yet "
                                   f"({', '.join(complex_inputs)})")
-    return target.functions(spec, opts, inputs)
+    if complex_inputs and int(opts.get("order", 1)) == 2:
+        return Verdict("skipped", f"order=2 is not checked for complex inputs ({', '.join(complex_inputs)}); "
+                                  "order=1 is")
+    built = target.functions(spec, opts, inputs)
+    if complex_inputs and not isinstance(built, Verdict):
+        # checked as real and imaginary parts, as numpy checks are (gradcli.checks.complex_inputs)
+        built = framework_pairs(built, complex_inputs)
+        built[1].framework_notes = (COMPLEX_NOTE.format(names=", ".join(complex_inputs)),)
+    return built
 
 
 def check_dtype(dtype) -> str | None:

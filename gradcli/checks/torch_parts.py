@@ -1,11 +1,14 @@
 """What a torch check is built from besides its target: a module's copy loaded with the check's values,
 the stand-in ``ctx`` and torch's AD of a Function's forward (the reference beside the finite
-differences), and the generators reseeded before every call."""
+differences), the generators reseeded before every call, the jvp run through forward_ad, what torch
+says of a backward run twice or differentiated (reentrance, once_differentiable), and the conversions
+between the pipeline's numpy arrays and tensors (complex ones included)."""
 from __future__ import annotations
 
 import numpy as np
 
 from gradcli.checks.binding import selected
+from gradcli.checks.under_test import Finding
 
 
 class PrimalUnavailable(Exception):
@@ -45,8 +48,7 @@ class PrimalAD:
 
     def __init__(self, torch, primal, base: dict, wrt: list, output, seed: int, label: str):
         self.torch, self.wrt, self.label = torch, wrt, label
-        values = {k: torch.tensor(np.array(v, dtype=np.float64) if np.asarray(v).dtype.kind == "f" else v,
-                                  requires_grad=k in wrt) for k, v in base.items()}
+        values = {k: torch.tensor(_exact(v), requires_grad=k in wrt) for k, v in base.items()}
         self.leaves = [values[k] for k in wrt]
         with torch.enable_grad(), torch.random.fork_rng(devices=[]):
             reseed(torch, seed, "cpu")
@@ -60,13 +62,19 @@ class PrimalAD:
 
     def vjp(self, w) -> dict:
         torch = self.torch
-        seed = torch.as_tensor(np.asarray(w, dtype=np.float64)).reshape(self.out.shape)
+        seed = torch.as_tensor(_exact(w)).reshape(self.out.shape)
         grads = torch.autograd.grad(self.out, self.leaves, grad_outputs=seed, retain_graph=True, allow_unused=True)
         return {k: np.zeros(tuple(leaf.shape)) if g is None else g.detach().numpy()
                 for k, leaf, g in zip(self.wrt, self.leaves, grads)}
 
     def gradient(self) -> dict:
         return self.vjp(np.ones(self.value.shape))
+
+
+def _exact(v) -> np.ndarray:
+    """``v`` as float64 (complex128 where complex; integers as they are)."""
+    a = np.asarray(v)
+    return a.astype(np.complex128) if a.dtype.kind == "c" else a.astype(np.float64) if a.dtype.kind == "f" else a
 
 
 class LoadedModule:
@@ -146,15 +154,145 @@ def dtype_mismatch(torch, args: tuple, returned: tuple, names: dict) -> str | No
 
 
 def function_jvp(torch, run, tensors: dict, tangents: dict):
-    """J u of ``run(tensors)`` (a Function's apply) by torch's forward-mode AD, its ``jvp`` rule: dual
-    tensors of ``tensors`` with ``tangents`` (numpy, by name) -> numpy (zeros where no tangent comes out)."""
+    """J u of ``run(tensors)`` (a Function's apply) by torch's forward-mode AD, its ``jvp`` rule, called as a
+    user calls it: dual tensors made with ``forward_ad.make_dual`` from the inputs (copies of those that
+    require grad, as a model's activations are) and tangents of their own (no view of anything, as
+    ``torch.randn_like`` gives), so that torch's own checks of the rule (a forward returning an input as-is
+    needs a jvp returning a view) run. ``tangents``: numpy, by name -> numpy (zeros where none comes out)."""
     import torch.autograd.forward_ad as fwad
+
+    def tangent(k, t):
+        a = np.asarray(tangents[k])
+        a = a.astype(np.complex128 if a.dtype.kind == "c" else np.float64).reshape(t.shape)
+        return torch.tensor(a, device=t.device).to(t.dtype)
+
     with fwad.dual_level():
-        duals = {k: fwad.make_dual(t, torch.as_tensor(np.asarray(tangents[k], dtype=np.float64), device=t.device)
-                                   .to(t.dtype).reshape(t.shape)) if k in tangents else t
+        duals = {k: fwad.make_dual(t.clone() if t.requires_grad else t, tangent(k, t)) if k in tangents else t
                  for k, t in tensors.items()}
         out = run(duals)
-        tangent = fwad.unpack_dual(out).tangent
-        if tangent is None:
+        tangent_out = fwad.unpack_dual(out).tangent
+        if tangent_out is None:
             return np.zeros(tuple(out.shape))
-        return tangent.detach().cpu().double().numpy()
+        return gradient_of(tangent_out)
+
+
+#: the most outputs a node is offered before the probe gives up on it
+_MOST_OUTPUTS = 64
+
+
+def raise_if_once_differentiable(live) -> None:
+    """Raise torch's own error where a gradient comes from a backward marked @once_differentiable.
+
+    Such a gradient hangs off a node that raises when run, cut off from every input, so that the double
+    backward quietly leaves the inputs without a gradient. Each node the gradients hang off is applied
+    directly (no engine, so no .grad anywhere is touched) with their cotangents in their slots, so that
+    torch says what it is; a gradient that is merely constant in the inputs raises nothing."""
+    nodes = {}
+    for a, b in live:
+        if a.grad_fn is not None:
+            nodes.setdefault(id(a.grad_fn), (a.grad_fn, {}))[1][a.output_nr] = b
+    for node, slots in nodes.values():
+        args = [slots.get(i) for i in range(max(slots) + 1)]
+        for _ in range(_MOST_OUTPUTS):
+            try:
+                node(*args)
+                break
+            except TypeError:  # the node has more outputs than gradients found here: the rest get none
+                args.append(None)
+            except RuntimeError as exc:
+                # only torch's own refusal says so: a node may refuse a direct call for its own reasons
+                if "once_differentiable" in str(exc):
+                    raise
+                break
+
+
+def same_again(grads: dict, again, tol: float, what: str = "torch's backward") -> None:
+    """A Finding where the backward, run again on the same graph with the same cotangent, raises or moves
+    by more than ``tol``."""
+    why = f"{what} is not deterministic: it changes saved state or depends on call order"
+    cause = "a backward that changes a saved tensor in place is the common cause"
+    try:
+        second = again()
+    except Exception as exc:  # noqa: BLE001 - a backward that cannot run twice
+        raise Finding(f"{why} (run a second time with the same cotangent it raised {type(exc).__name__}: "
+                      f"{first_line(exc)}); {cause}") from None
+    for k, a in grads.items():
+        b = second[k]
+        diff = 0.0 if a is None and b is None else float("inf") if a is None or b is None else _gap(
+            gradient_of(a), gradient_of(b))
+        if diff > tol:
+            raise Finding(f"{why} (run twice with the same cotangent, its gradient for {k} differs by up to "
+                          f"{diff:.3g}, nondet_tol={tol:g}); {cause}; nondet_tol= allows a difference that is "
+                          "expected (atomic adds on a GPU)")
+
+
+def _gap(a: np.ndarray, b: np.ndarray) -> float:
+    """The largest |a - b| where they are not equal (NaN beside NaN is equal; NaN beside a number: inf)."""
+    with np.errstate(invalid="ignore"):
+        same = (a == b) | (np.isnan(a) & np.isnan(b))
+        return 0.0 if bool(same.all()) else float(np.nan_to_num(np.abs(a - b), nan=np.inf)[~same].max())
+
+
+def first_line(exc: Exception) -> str:
+    return str(exc).split(". Hint:")[0].splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def rounded(torch, v, dtype):
+    """``v`` (a numpy array) rounded through ``dtype`` and back to float64 (complex128): the point under test."""
+    a = np.asarray(v)
+    if a.dtype.kind == "c":
+        return rounded(torch, a.real, dtype) + 1j * rounded(torch, a.imag, dtype)
+    if a.dtype.kind != "f":
+        return a
+    return torch.from_numpy(np.array(a, dtype=np.float64)).to(_real_dtype(torch, dtype)).double().numpy()
+
+
+def _real_dtype(torch, dtype):
+    return getattr(torch, torch.finfo(dtype).dtype) if dtype.is_complex else dtype
+
+
+def _complex_dtype(torch, dtype):
+    """The complex dtype whose parts are ``dtype`` (bfloat16 has none: complex64)."""
+    if dtype.is_complex:
+        return dtype
+    return {torch.float64: torch.complex128, torch.float16: torch.complex32}.get(dtype, torch.complex64)
+
+
+def like(torch, a, t):
+    """The numpy array ``a`` as a tensor of ``t``'s shape, dtype and device."""
+    a = np.asarray(a)
+    a = a.astype(np.complex128 if a.dtype.kind == "c" else np.float64)
+    return torch.as_tensor(a, device=t.device).to(t.dtype).reshape(t.shape)
+
+
+def tensor_of(torch, v, dtype, device, requires_grad: bool):
+    """``v`` as a tensor; the pipeline hands every call copies, so the tensor may share their memory (a
+    1e6-parameter module's values are not copied three times per call)."""
+    a = np.asarray(v)
+    if a.dtype.kind == "c":
+        t = torch.from_numpy(np.array(a, dtype=np.complex128)).to(device=device, dtype=_complex_dtype(torch, dtype))
+        return t.requires_grad_(requires_grad)
+    if a.dtype.kind != "f":  # integers and booleans are constants
+        return torch.as_tensor(a, device=device)
+    t = torch.from_numpy(a if a.dtype == np.float64 and a.flags.writeable else a.astype(np.float64))
+    t = t.to(device=device, dtype=_real_dtype(torch, dtype))
+    return t.requires_grad_(requires_grad)
+
+
+def to_numpy(out, keep: bool = False):
+    """Tensors (in tuples and lists, and with ``keep`` in dicts) as numpy arrays of their own dtype (bfloat16,
+    which numpy lacks, as float32), so that an output whose dtype changes shows it."""
+    if keep and isinstance(out, dict):
+        return {k: to_numpy(v) for k, v in out.items()}
+    if isinstance(out, (tuple, list)):
+        return tuple(to_numpy(o) for o in out)
+    if hasattr(out, "detach"):
+        t = out.detach().cpu()
+        return (t.float() if str(t.dtype) == "torch.bfloat16" else t).numpy()
+    return np.asarray(out)
+
+
+def gradient_of(t) -> np.ndarray:
+    """A gradient tensor as float64 (complex128) numpy."""
+    t = t.detach().cpu()
+    return (t.cdouble() if t.is_complex() else t.double()).numpy()

@@ -18,17 +18,16 @@ import numpy as np
 from gradcli.core.errors import BadInput
 from gradcli.checks.binding import bind, call_bound, selected, signature_parameters
 from gradcli.checks.torch_parts import (
-    LoadedModule, PrimalAD, StandInCtx, dtype_mismatch, function_jvp, overrides, reseed, watched)
+    LoadedModule, PrimalAD, StandInCtx, dtype_mismatch, first_line, function_jvp, gradient_of, like, overrides,
+    raise_if_once_differentiable, reseed, rounded, same_again, tensor_of, to_numpy, watched)
 from gradcli.checks.under_test import Finding, gradient_as_vjp
 from gradcli.checks.context import EPS, Verdict, coarsest
 
 KIND = "torch.autograd.Function or torch.nn.Module"
+#: complex inputs are taken (checked as real and imaginary parts: gradcli.checks.complex_inputs)
+COMPLEX = True
 MISSING = "torch is not installed; this check needs it: pip install 'gradcli[torch]'"
 AUTOCAST = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16"}
-
-
-class BackwardReturnedNone(Finding):
-    """The backward gave no gradient for an input whose leaf it is connected to."""
 
 
 class GradientDtype(Finding):
@@ -138,8 +137,10 @@ def run_dtype_name(fn, options: dict, inputs: dict | None = None) -> str:
             if len(dtypes) == 1:
                 name = dtypes.pop()
     torch = _torch()
-    given = [str(v.dtype).replace("torch.", "") for v in (inputs or {}).values()
-             if torch is not None and isinstance(v, torch.Tensor) and v.is_floating_point()]
+    # a complex tensor rounds as its parts do (complex64: float32)
+    given = [str(torch.finfo(v.dtype).dtype if v.is_complex() else v.dtype).replace("torch.", "")
+             for v in (inputs or {}).values()
+             if torch is not None and isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex())]
     return coarsest(name, *[g for g in given if g in EPS])
 
 
@@ -155,279 +156,242 @@ def functions(spec, opts: dict, inputs: dict):
         import torch
     except ImportError:
         return Verdict("error", MISSING)
-    target_fn = spec.fn
     device = opts.get("device") or "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
         return Verdict("skipped", f"device={device!r} was asked for, but torch finds no CUDA device here")
-    run_dtype = getattr(torch, run_dtype_name(target_fn, opts))
-    # a given tensor runs in its own dtype; every other float input in the run dtype
-    own = {k: v.dtype for k, v in spec.inputs.items() if isinstance(v, torch.Tensor) and v.is_floating_point()}
-    seed = int(opts.get("seed", 0))
-    autocast = opts.get("autocast")
-    output = opts.get("output")
-    bound = bind(_parameters(target_fn), list(spec.inputs), display_name(target_fn))
-    cls = _function_class(target_fn)
-    inputs = dict(inputs)
-    module_names: list = []
-    if _is_module(target_fn):
-        params = _module_parameters(target_fn)
-        module_names = [n for n, _ in params]
-        for n, p in params:
-            inputs[n] = p.detach().cpu().double().numpy()
-        ref_module = copy.deepcopy(target_fn).to(device=device, dtype=torch.float64)
-        test_module = copy.deepcopy(target_fn).to(device=device)
-        if opts.get("dtype") is not None or autocast is not None:
-            test_module = test_module.to(dtype=run_dtype)
-        modules = {torch.float64: LoadedModule(torch, ref_module, module_names)}
-    else:
-        modules = {}
-    dtypes = {k: own.get(k, run_dtype) for k in inputs}
-    # the point itself in the dtype under test, so that float64 reference and gradient see one point
-    inputs = {k: _rounded(torch, v, dtypes[k]) for k, v in inputs.items()}
-    call_target = cls.apply if cls is not None else target_fn
+    target = _Target(torch, spec, opts, inputs, device)
+    if target.hand is not None:
+        return target.fn, target.hand_vjp, target.ad_factory, target.inputs
+    return target.fn, target.vjp_under_test(), target.ad_factory, target.inputs
 
-    def run(tensors: dict, precision, of=None):
+
+class _Target:
+    """One torch check's target, run the way a model runs it: every call under autograd with the inputs
+    that are differentiated requiring grad (a forward that registers a tensor hook, or branches on
+    ``requires_grad``, sees what it sees in training), torch's random generators reseeded first."""
+
+    def __init__(self, torch, spec, opts: dict, inputs: dict, device: str):
+        self.torch, self.spec, self.device = torch, spec, device
+        target_fn = spec.fn
+        self.run_dtype = getattr(torch, run_dtype_name(target_fn, opts))
+        # a given tensor runs in its own dtype; every other float input in the run dtype
+        own = {k: v.dtype for k, v in spec.inputs.items()
+               if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex())}
+        self.seed, self.autocast, self.output = int(opts.get("seed", 0)), opts.get("autocast"), opts.get("output")
+        self.wrt = opts.get("wrt")
+        self.nondet_tol = float(opts.get("nondet_tol") or 0.0)
+        self.bound = bind(_parameters(target_fn), list(spec.inputs), display_name(target_fn))
+        self.cls = _function_class(target_fn)
+        self.name = display_name(target_fn)
+        self.hand = spec.vjp if spec.vjp is not None else spec.grad
+        inputs = dict(inputs)
+        self.module_names, self.modules = [], {}
+        if _is_module(target_fn):
+            params = _module_parameters(target_fn)
+            self.module_names = [n for n, _ in params]
+            for n, p in params:
+                inputs[n] = p.detach().cpu().double().numpy()
+            ref_module = copy.deepcopy(target_fn).to(device=device, dtype=torch.float64)
+            self.test_module = copy.deepcopy(target_fn).to(device=device)
+            if opts.get("dtype") is not None or self.autocast is not None:
+                self.test_module = self.test_module.to(dtype=self.run_dtype)
+            self.modules = {torch.float64: LoadedModule(torch, ref_module, self.module_names)}
+        self.dtypes = {k: own.get(k, self.run_dtype) for k in inputs}
+        self.complex = {k for k, v in inputs.items() if np.asarray(v).dtype.kind == "c"}
+        # the point itself in the dtype under test, so that float64 reference and gradient see one point
+        self.inputs = {k: rounded(torch, v, self.dtypes[k]) for k, v in inputs.items()}
+        self.call_target = self.cls.apply if self.cls is not None else target_fn
+        self.checked = False  # the backward is run twice, and its dtypes watched, once per check
+        self.checked_twice = False  # likewise the double backward at order 2
+        self.none: dict = {}  # input -> what was said of the None torch gave for its gradient
+
+    def _run(self, tensors: dict, precision, of=None):
+        torch, device = self.torch, self.device
         with torch.random.fork_rng(devices=[] if device == "cpu" else [device]):
-            reseed(torch, seed, device)
-            if module_names:
-                module = modules[precision] if precision in modules else modules.setdefault(
-                    precision, LoadedModule(torch, test_module, module_names))
-                args = {k: v for k, v in tensors.items() if k not in module_names}
-                return module(call_bound, bound, args, {k: tensors[k] for k in module_names})
-            return call_bound(of or call_target, bound, tensors, keywords=cls is None)
+            reseed(torch, self.seed, device)
+            if self.module_names:
+                module = self.modules.get(precision) or self.modules.setdefault(
+                    precision, LoadedModule(torch, self.test_module, self.module_names))
+                args = {k: v for k, v in tensors.items() if k not in self.module_names}
+                return module(call_bound, self.bound, args, {k: tensors[k] for k in self.module_names})
+            return call_bound(of or self.call_target, self.bound, tensors, keywords=self.cls is None)
 
-    def fn(**kw):
-        if any(np.iscomplexobj(v) for v in kw.values()):
-            raise TypeError("complex step does not apply to a torch check")
-        with torch.no_grad():
-            tensors = {k: _tensor(torch, v, torch.float64, device, False) for k, v in kw.items()}
-            return _to_numpy(run(tensors, torch.float64))
+    def wrt_of(self, kw: dict) -> list:
+        return list(self.wrt or [k for k, v in kw.items() if np.asarray(v).dtype.kind in "fc"])
 
-    nondet_tol = float(opts.get("nondet_tol") or 0.0)
-    checked = []  # the backward is run twice once per check, on the first call
+    def _tensors(self, kw: dict, wrt, exact: bool) -> dict:
+        """The inputs as tensors in float64 (``exact``) or the dtype under test; those in ``wrt`` are leaves
+        that require grad (a parameter's value is copied into the module's own, which is the leaf)."""
+        torch = self.torch
+        return {k: tensor_of(torch, v, torch.float64 if exact else self.dtypes.get(k, self.run_dtype), self.device,
+                             k in wrt and k not in self.module_names) for k, v in kw.items()}
 
-    def wrt_of(kw):
-        return opts.get("wrt") or [k for k, v in kw.items() if np.asarray(v).dtype.kind == "f"]
-
-    def forward(kw, wrt, precision="test", of=None):
+    def _forward(self, kw: dict, wrt, precision="test", of=None, select=True):
         """-> (output, tensors, leaf by wrt name) in the dtype under test (``precision`` "test") or in
         float64 (torch.float64); call under enable_grad."""
+        torch = self.torch
         exact = precision is torch.float64
-        # a parameter's value is copied into the module's own, which is the leaf
-        tensors = {k: _tensor(torch, v, torch.float64 if exact else dtypes.get(k, run_dtype), device,
-                              k in wrt and k not in module_names) for k, v in kw.items()}
+        tensors = self._tensors(kw, wrt, exact)
         # the target gets copies of the leaves, as it would inside a model: a forward that works in
         # place (ctx.mark_dirty) may not write to a leaf that requires grad
         given = {k: t.clone() if t.requires_grad else t for k, t in tensors.items()}
-        if autocast is not None and not exact:
-            with torch.autocast(device_type=device.split(":")[0], dtype=getattr(torch, AUTOCAST[autocast])):
-                out = selected(run(given, precision, of), output)
+        if self.autocast is not None and not exact:
+            with torch.autocast(device_type=self.device.split(":")[0], dtype=getattr(torch, AUTOCAST[self.autocast])):
+                out = self._run(given, precision, of)
         else:
-            out = selected(run(given, precision, of), output)
-        leaf = {k: modules[precision].parameter(k) if k in module_names else tensors[k] for k in wrt}
-        return out, tensors, leaf
+            out = self._run(given, precision, of)
+        leaf = {k: self.modules[precision].parameter(k) if k in self.module_names else tensors[k] for k in wrt}
+        return (selected(out, self.output) if select else out), tensors, leaf
 
-    def backward(out, seed_t, tensors, wrt, leaf, retain: bool, precision="test") -> dict:
-        if module_names:
-            return modules[precision].backward(out, seed_t, tensors, wrt, retain)
-        grads = torch.autograd.grad(out, [leaf[k] for k in wrt], grad_outputs=seed_t, retain_graph=retain,
-                                    allow_unused=True)
+    def fn(self, **kw):
+        """The target in float64 -> numpy, run as the gradient under test runs (under autograd)."""
+        if any(np.iscomplexobj(v) and k not in self.complex for k, v in kw.items()):
+            raise TypeError("complex step does not apply to a torch check")
+        with self.torch.enable_grad():
+            out, _, _ = self._forward(kw, self.wrt_of(kw), self.torch.float64, select=False)
+        return to_numpy(out)
+
+    def _backward(self, out, seed_t, tensors, wrt, leaf, retain: bool, precision="test") -> dict:
+        if self.module_names:
+            return self.modules[precision].backward(out, seed_t, tensors, wrt, retain)
+        grads = self.torch.autograd.grad(out, [leaf[k] for k in wrt], grad_outputs=seed_t, retain_graph=retain,
+                                         allow_unused=True)
         return dict(zip(wrt, grads))
 
-    def vjp_in(precision):
+    def vjp_in(self, precision):
         """torch's backward run in the dtype under test ("test") or in float64 (torch.float64)."""
-
         def vjp(g, /, **kw):
-            wrt = wrt_of(kw)
-            with torch.enable_grad():
-                out, tensors, leaf = forward(kw, wrt, precision)
-                if not isinstance(out, torch.Tensor) or not out.requires_grad:
-                    return {k: np.zeros(np.shape(kw[k])) for k in wrt}
-                seed_t = _like(torch, g, out)
-                reached = _leaves_reached(out)
-                again = not checked and precision == "test"
-                if again and cls is not None and autocast is None:
-                    _check_dtypes(kw, wrt, g)
-                grads = backward(out, seed_t, tensors, wrt, leaf, again, precision)
-                if again:
-                    checked.append(True)
-                    _same_again(grads, lambda: backward(out, seed_t, tensors, wrt, leaf, False), nondet_tol)
-            dropped = [k for k in wrt if grads[k] is None and id(leaf[k]) in reached]
-            if dropped:
-                what = "the backward returned None" if not module_names else "the gradient is None (.grad not set)"
-                raise BackwardReturnedNone(f"{what} for {', '.join(dropped)} (an input that needs a gradient); "
-                                           "return a tensor, or leave it out of wrt=")
-            # an input the graph never reaches has the derivative 0 through torch; the numerics test that
-            return {k: np.zeros(np.shape(kw[k])) if grads[k] is None else grads[k].detach().cpu().double().numpy()
-                    for k in wrt}
+            return self._vjp(precision, g, kw)
         return vjp
 
-    def _check_dtypes(kw, wrt, g):
+    def _vjp(self, precision, g, kw: dict) -> dict:
+        torch = self.torch
+        wrt = self.wrt_of(kw)
+        with torch.enable_grad():
+            out, tensors, leaf = self._forward(kw, wrt, precision)
+            if not isinstance(out, torch.Tensor) or not out.requires_grad:
+                return {k: np.zeros(np.shape(kw[k]), dtype=np.asarray(kw[k]).dtype) for k in wrt}
+            seed_t = like(torch, g, out)
+            # the first call that can show something (a zero cotangent gives zeros however often it runs)
+            first = not self.checked and precision == "test" and bool(np.any(g))
+            if first:
+                self.checked = True
+                if self.cls is not None and self.autocast is None:
+                    self._check_dtypes(kw, wrt, g)
+            grads = self._backward(out, seed_t, tensors, wrt, leaf, first, precision)
+            if first:  # the same graph again, as gradcheck's reentrance check: state kept on ctx shows
+                same_again(grads, lambda: self._backward(out, seed_t, tensors, wrt, leaf, False), self.nondet_tol)
+        self._note_none([k for k in wrt if grads[k] is None])
+        # torch reads None as a zero gradient: the comparison decides whether 0 is the derivative
+        return {k: np.zeros(np.shape(kw[k]), dtype=np.asarray(kw[k]).dtype) if grads[k] is None
+                else gradient_of(grads[k]) for k in wrt}
+
+    def _note_none(self, names: list) -> None:
+        for k in names:
+            what = f"the gradient of {k} is None (.grad not set)" if self.module_names else \
+                f"torch's backward gives None for {k}"
+            self.none.setdefault(k, f"{what}: torch reads None as a zero gradient, so it is checked as 0")
+
+    def _check_dtypes(self, kw, wrt, g):
         """A Finding where the Function's backward returns a gradient in another dtype than its input's."""
-        sub, returned = watched(torch, cls)
+        torch = self.torch
+        sub, returned = watched(torch, self.cls)
         args = []
-        out, _, leaf = forward(kw, wrt, of=lambda *a: args.append(a) or sub.apply(*a))
+        out, _, leaf = self._forward(kw, wrt, of=lambda *a: args.append(a) or sub.apply(*a))
         if isinstance(out, torch.Tensor) and out.requires_grad:
-            torch.autograd.grad(out, [leaf[k] for k in wrt], grad_outputs=_like(torch, g, out), allow_unused=True)
-        order = list(kw) if bound is None else [p.name for p in bound]
+            torch.autograd.grad(out, [leaf[k] for k in wrt], grad_outputs=like(torch, g, out), allow_unused=True)
+        order = list(kw) if self.bound is None else [p.name for p in self.bound]
         wrong = returned and args and dtype_mismatch(
             torch, args[0], returned[0], {id(a): k for a, k in zip(args[0], order) if k in wrt})
         if wrong:
             raise GradientDtype(wrong)
 
-    own_vjp = vjp_in("test")
-    if cls is not None and overrides(torch, cls, "jvp"):
-        def jvp(u: dict, /, **kw):
-            """torch's forward mode through the Function's jvp, in the dtype under test: J u as numpy."""
-            tensors = {k: _tensor(torch, v, dtypes.get(k, run_dtype), device, False) for k, v in kw.items()}
-            return function_jvp(torch, lambda t: selected(run(t, "test"), output), tensors, u)
-        jvp.label, jvp.method = "torch's jvp", "torch_jvp"
-        own_vjp.framework_jvp = jvp
-
-    def double_backward(v: dict, w, /, **kw):
-        """What gradgradcheck differentiates: with G = grad(out, x, grad_outputs=w, create_graph=True),
-        ({name: grad(G, x, grad_outputs=v)}, grad(G, w, grad_outputs=v)) | a skipped Verdict."""
-        wrt = wrt_of(kw)
+    def jvp(self, u: dict, /, **kw):
+        """torch's forward mode through the Function's jvp, in the dtype under test: J u as numpy."""
+        torch = self.torch
+        tensors = self._tensors(kw, self.wrt_of(kw), exact=False)
         with torch.enable_grad():
-            out, _, leaf = forward(kw, wrt)
+            return function_jvp(torch, lambda t: selected(self._run(t, "test"), self.output), tensors, u)
+
+    def vjp_under_test(self):
+        """torch's backward as the pipeline calls it, with the framework's other derivatives attached."""
+        vjp = self.vjp_in("test")
+        if self.cls is not None and overrides(self.torch, self.cls, "jvp"):
+            jvp = self.jvp
+            vjp.framework_jvp = lambda u, /, **kw: jvp(u, **kw)
+            vjp.framework_jvp.label, vjp.framework_jvp.method = "torch's jvp", "torch_jvp"
+        vjp.framework_hvp = self.double_backward
+        # order 2 differentiates the gradient in float64: a float32 gradient field is a staircase to the differences
+        vjp.float64 = self.vjp_in(self.torch.float64)
+        vjp.framework_none = self.none
+        return vjp
+
+    def double_backward(self, v: dict, w, /, **kw):
+        """What gradgradcheck differentiates: with G = grad(out, x, grad_outputs=w, create_graph=True),
+        ({name: grad(G, x, grad_outputs=v)}, grad(G, w, grad_outputs=v)) | a skipped Verdict. At the first
+        call the double backward runs twice on the same graph, as gradgradcheck's reentrance check does."""
+        torch = self.torch
+        wrt = self.wrt_of(kw)
+        with torch.enable_grad():
+            out, _, leaf = self._forward(kw, wrt)
             zeros = ({k: np.zeros(np.shape(kw[k])) for k in wrt}, np.zeros(np.shape(out)))
             if not isinstance(out, torch.Tensor) or not out.requires_grad:
                 return zeros
-            w_t = _like(torch, w, out).requires_grad_(True)
-            leaves = [leaf[k] for k in wrt]
+            w_t = like(torch, w, out).requires_grad_(True)
+            ends = [leaf[k] for k in wrt] + [w_t]
+            twice = not self.checked_twice
             try:
-                first = torch.autograd.grad(out, leaves, grad_outputs=w_t, create_graph=True, allow_unused=True)
+                first = torch.autograd.grad(out, ends[:-1], grad_outputs=w_t, create_graph=True, allow_unused=True)
                 # a gradient that autograd does not track is a constant: its derivatives are 0
-                live = [(gk, _like(torch, v[k], gk)) for k, gk in zip(wrt, first)
+                live = [(gk, like(torch, v[k], gk)) for k, gk in zip(wrt, first)
                         if gk is not None and gk.requires_grad]
                 if not live:
                     return zeros
-                # @once_differentiable hands back gradients whose graph ends in an error node cut off from
-                # every input; differentiating them with allow_unused=True would quietly give 0
-                ends = {id(t) for t in leaves + [w_t]}
-                if any(not (_leaves_reached(a) & ends) for a, _ in live):
-                    return Verdict("skipped", _not_twice(display_name(target_fn), None))
-                second = torch.autograd.grad([a for a, _ in live], leaves + [w_t], grad_outputs=[b for _, b in live],
-                                             allow_unused=True)
+
+                def second_backward(retain: bool):
+                    return torch.autograd.grad([a for a, _ in live], ends, grad_outputs=[b for _, b in live],
+                                               retain_graph=retain, allow_unused=True)
+                second = second_backward(twice)
+                if any(s is None for s in second):
+                    raise_if_once_differentiable(live)
             except Exception as exc:  # noqa: BLE001 - torch cannot differentiate this backward
-                return Verdict("skipped", _not_twice(display_name(target_fn), exc))
-        as_np = [np.zeros(tuple(t.shape)) if s is None else s.detach().cpu().double().numpy()
-                 for t, s in zip(leaves + [w_t], second)]
+                return Verdict("skipped", _not_twice(self.name, exc))
+            if twice:
+                self.checked_twice = True
+                names = wrt + ["the cotangent"]
+                same_again(dict(zip(names, second)), lambda: dict(zip(names, second_backward(False))),
+                           self.nondet_tol, "torch's double backward")
+        as_np = [np.zeros(tuple(t.shape)) if s is None else gradient_of(s) for t, s in zip(ends, second)]
         return dict(zip(wrt, as_np[:-1])), as_np[-1]
 
-    own_vjp.framework_hvp = double_backward
-    # order 2 differentiates the gradient in float64: a float32 gradient field is a staircase to the differences
-    own_vjp.float64 = vjp_in(torch.float64)
-
-    hand = spec.vjp if spec.vjp is not None else spec.grad
-
-    def hand_vjp(g, **kw):
+    def hand_vjp(self, g, **kw):
         """A hand-written vjp or gradient written with tensors, called with tensors -> numpy."""
-        tensors = {k: _tensor(torch, v, dtypes.get(k, run_dtype), device, False) for k, v in kw.items()}
-        if spec.vjp is not None:
-            gt = torch.as_tensor(np.asarray(g, dtype=np.float64), device=device).to(run_dtype)
-            return _to_numpy(hand(gt, **tensors), keep=True)
-        return gradient_as_vjp(_to_numpy(hand(**tensors), keep=True), g)
+        torch = self.torch
+        tensors = {k: tensor_of(torch, v, self.dtypes.get(k, self.run_dtype), self.device, False)
+                   for k, v in kw.items()}
+        if self.spec.vjp is not None:
+            gt = torch.as_tensor(np.asarray(g, dtype=np.float64), device=self.device).to(self.run_dtype)
+            return to_numpy(self.hand(gt, **tensors), keep=True)
+        return gradient_as_vjp(to_numpy(self.hand(**tensors), keep=True), g)
 
-    def ad_factory(base, wrt):
+    def ad_factory(self, base, wrt):
+        torch, cls, bound = self.torch, self.cls, self.bound
         if cls is not None:  # the forward without its backward
             if _forward_takes_ctx(cls):
                 primal = lambda values: call_bound(lambda *a: cls.forward(StandInCtx(len(a)), *a), bound, values,
                                                    keywords=False)
             else:
                 primal = lambda values: call_bound(cls.forward, bound, values, keywords=False)
-            return PrimalAD(torch, primal, base, list(wrt), output, seed, "torch's AD of forward")
-        if hand is not None and not module_names:  # torch's own gradient beside the hand-written one
-            return PrimalAD(torch, lambda values: call_bound(target_fn, bound, values), base, list(wrt), output,
-                             seed, "torch's autograd")
+            return PrimalAD(torch, primal, base, list(wrt), self.output, self.seed, "torch's AD of forward")
+        if self.hand is not None and not self.module_names:  # torch's own gradient beside the hand-written one
+            return PrimalAD(torch, lambda values: call_bound(self.spec.fn, bound, values), base, list(wrt),
+                            self.output, self.seed, "torch's autograd")
         return None  # a function's or module's own autograd is what is checked: no second opinion
-
-    return fn, own_vjp if hand is None else hand_vjp, ad_factory, inputs
-
-
-def _same_again(grads: dict, again, tol: float) -> None:
-    """A Finding where the backward, run again with the same cotangent, raises or moves by more than ``tol``."""
-    why = "torch's backward is not deterministic: it changes saved state or depends on call order"
-    cause = "a backward that changes a saved tensor in place is the common cause"
-    try:
-        second = again()
-    except Exception as exc:  # noqa: BLE001 - a backward that cannot run twice
-        raise Finding(f"{why} (run a second time with the same cotangent it raised {type(exc).__name__}: "
-                      f"{_first_line(exc)}); {cause}") from None
-    for k, a in grads.items():
-        b = second[k]
-        diff = 0.0 if a is None and b is None else float("inf") if a is None or b is None else float(
-            torch_gap(a.detach().cpu().double(), b.detach().cpu().double()))
-        if diff > tol:
-            raise Finding(f"{why} (run twice with the same cotangent, its gradient for {k} differs by up to "
-                          f"{diff:.3g}, nondet_tol={tol:g}); {cause}; nondet_tol= allows a difference that is "
-                          "expected (atomic adds on a GPU)")
-
-
-def torch_gap(a, b):
-    """The largest |a - b| where they are not equal (NaN where both are NaN is equal; NaN beside a number: inf)."""
-    same = (a == b) | (a.isnan() & b.isnan())
-    return 0.0 if bool(same.all()) else (a - b).abs().nan_to_num(nan=float("inf"))[~same].max()
-
-
-def _first_line(exc: Exception) -> str:
-    return str(exc).split(". Hint:")[0].splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def _not_twice(name: str, exc: Exception | None) -> str:
     """Why order 2 is skipped: torch cannot differentiate ``name``'s backward (``exc``: what it raised)."""
     why = ("its backward is marked @once_differentiable" if exc is None or "once_differentiable" in str(exc)
-           else f"differentiating its backward raised {type(exc).__name__}: {_first_line(exc)}")
+           else f"differentiating its backward raised {type(exc).__name__}: {first_line(exc)}")
     return (f"first order passed; order 2 is not checked: torch cannot differentiate the backward of {name} "
             f"({why}), so it has no second derivatives to check")
-
-
-def _rounded(torch, v, dtype):
-    """``v`` (a numpy array) rounded through ``dtype`` and back to float64: the point under test."""
-    a = np.asarray(v)
-    if a.dtype.kind != "f":
-        return a
-    return torch.from_numpy(np.array(a, dtype=np.float64)).to(dtype).double().numpy()
-
-
-def _like(torch, a, t):
-    """The numpy array ``a`` as a tensor of ``t``'s shape, dtype and device."""
-    return torch.as_tensor(np.asarray(a, dtype=np.float64), device=t.device).to(t.dtype).reshape(t.shape)
-
-
-def _tensor(torch, v, dtype, device, requires_grad: bool):
-    """``v`` as a tensor; the pipeline hands every call copies, so the tensor may share their memory (a
-    1e6-parameter module's values are not copied three times per call)."""
-    a = np.asarray(v)
-    if a.dtype.kind != "f":  # integers and booleans are constants
-        return torch.as_tensor(a, device=device)
-    t = torch.from_numpy(a if a.dtype == np.float64 and a.flags.writeable else a.astype(np.float64))
-    t = t.to(device=device, dtype=dtype)
-    return t.requires_grad_(requires_grad)
-
-
-def _to_numpy(out, keep: bool = False):
-    """Tensors (in tuples and lists, and with ``keep`` in dicts) as float64 numpy arrays."""
-    if keep and isinstance(out, dict):
-        return {k: _to_numpy(v) for k, v in out.items()}
-    if isinstance(out, (tuple, list)):
-        return tuple(_to_numpy(o) for o in out)
-    if hasattr(out, "detach"):
-        t = out.detach().cpu()
-        return (t.double() if t.is_floating_point() else t).numpy()
-    return np.asarray(out)
-
-
-def _leaves_reached(out) -> set:
-    """id() of every leaf tensor whose AccumulateGrad node the graph of ``out`` reaches."""
-    seen, stack, found = set(), [out.grad_fn], set()
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        var = getattr(node, "variable", None)
-        if var is not None:
-            found.add(id(var))
-        stack.extend(n for n, _ in getattr(node, "next_functions", ()))
-    return found

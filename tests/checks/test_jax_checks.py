@@ -226,9 +226,10 @@ def test_bad_jax_checks_are_refused_at_registration():
         build_spec(softplus, x=(3,), device="cuda")
 
 
-def test_complex_inputs_are_skipped():
+def test_complex_inputs_are_checked_as_parts():
     r = run(lambda z: jnp.abs(z).sum(), z=np.array([1 + 2j, 3 - 1j]), framework="jax")
-    assert r.status == "skipped" and "complex" in r.message
+    assert r.status == "pass", r.message
+    assert any("z: complex, checked as real and imaginary parts" in n for n in r.notes)
 
 
 def test_detects_only_custom_rules():

@@ -333,7 +333,7 @@ CASES = [
     _b("rmsnorm_eps_dropped", _apply(RMSNormEpsDropped), NORM, "rmsnorm", {"x", "w"}, dtypes=("float64",)),
     _b("rmsnorm_wrong_dim", _apply(RMSNormWrongDim), NORM, "rmsnorm", {"x"}),
     _b("rmsnorm_missing_w", _apply(RMSNormMissingW), NORM, "rmsnorm", {"x"}),
-    _b("rmsnorm_none_for_w", _apply(RMSNormDropsW), NORM, "rmsnorm", says="the backward returned None for w"),
+    _b("rmsnorm_none_for_w", _apply(RMSNormDropsW), NORM, "rmsnorm", {"w"}, says="torch's backward gives None for w"),
     _c("rmsnorm_none_for_w_wrt_x", _apply(RMSNormDropsW), NORM, options={"wrt": ["x"]}),  # w is not asked for
     _c("layernorm", _apply(LayerNorm), LN),
     _b("layernorm_no_mean_term", _apply(LayerNormNoMeanTerm), LN, "layernorm", {"x"}),
