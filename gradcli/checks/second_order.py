@@ -101,8 +101,9 @@ def _derivatives(ctx, fn, dirs):
     if g0 is None or g0.size != ctx.n or not np.all(np.isfinite(g0)):
         return None
     # the field's own noise enters its differences' errors and their kink test, as f's does at first order:
-    # a backward whose additions vary between runs (nondet_tol) would otherwise look like a kink
-    sigma = num.noise_level(fn, g0, np.random.default_rng([ctx.seed, 41]))
+    # a backward whose additions vary between runs (nondet_tol) would otherwise look like a kink. Its largest
+    # over the elements: the noise is the backward's, and 7 samples per element measure it only roughly
+    sigma = np.max(num.noise_level(fn, g0, np.random.default_rng([ctx.seed, 41])), initial=0.0)
     ests = [num.directional(fn, g0, v, ctx.step, ctx.rtol / 10, sigma=sigma) for v in dirs]
     return (np.stack([e.value for e in ests]), np.stack([e.error for e in ests]),
             np.stack([e.kink for e in ests]), g0)
