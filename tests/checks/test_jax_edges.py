@@ -73,3 +73,50 @@ def test_a_complex_gradient_for_a_real_input_fails_naming_it():
     r = run(imaginary, x=(3,))
     assert r.status == "fail" and "imaginary part" in r.message and "'x'" in r.message, r.message
     assert run(cast, x=(3,)).status == "pass"
+
+
+Z = np.array([1 + 2j, -0.5 + 0.3j, 2 - 1j])
+
+
+def _sqnorm(z):
+    return jnp.sum(jnp.real(z * jnp.conj(z)))
+
+
+def _square(z):
+    return z * z
+
+
+# JAX's convention: the cotangent of a real function of z is dL/dRe z - i dL/dIm z, the conjugate of
+# PyTorch's; so |z|^2 pulls back to 2 conj(z) (JAX's own grad) and PyTorch's 2 z is wrong here; a
+# holomorphic z^2 pulls g back to g * 2z, and g * conj(2z) (PyTorch's rule) is wrong
+COMPLEX_RULES = [
+    ("sqnorm", _sqnorm, lambda z, g: (2 * g * jnp.conj(z),), "pass"),
+    ("sqnorm in PyTorch's convention", _sqnorm, lambda z, g: (2 * g * z,), "fail"),
+    ("square", _square, lambda z, g: (2 * z * g,), "pass"),
+    ("square in PyTorch's convention", _square, lambda z, g: (2 * jnp.conj(z) * g,), "fail"),
+]
+
+
+@pytest.mark.parametrize("primal, bwd, expected", [r[1:] for r in COMPLEX_RULES], ids=[r[0] for r in COMPLEX_RULES])
+def test_complex_inputs_to_a_custom_vjp_get_check_grads_verdict(primal, bwd, expected):
+    rule = _vjp_rule(primal, bwd)
+    assert _check_grads(rule, Z) == expected
+    r = run(rule, z=Z)
+    assert r.status == expected, r.message
+    if expected == "fail":
+        assert r.mismatches and r.mismatches[0].input == "z"
+
+
+@pytest.mark.parametrize("conjugates, expected", [(False, "pass"), (True, "fail")])
+def test_complex_inputs_to_a_custom_jvp_in_forward_mode(conjugates, expected):
+    @jax.custom_jvp
+    def exp(z):
+        return jnp.exp(z)
+
+    @exp.defjvp
+    def exp_jvp(primals, tangents):
+        t = jnp.conj(tangents[0]) if conjugates else tangents[0]
+        return exp(primals[0]), jnp.exp(primals[0]) * t
+    assert _check_grads(exp, Z, modes=("fwd",)) == expected
+    r = run(exp, z=Z)
+    assert r.status == expected, r.message
