@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from gradcli.checks import numeric as num
-from gradcli.checks.compare import judge, zero_of_directions
+from gradcli.checks import subgradient
+from gradcli.checks.judging import judge, zero_of_directions
 from gradcli.checks.context import DIRECTIONS, CheckContext, Outcome, Verdict, array_dtype, badness, index_text, \
     summarize
 from gradcli.checks.findings import worst_entries
@@ -52,6 +53,10 @@ def check_forward_mode(ctx: CheckContext) -> Outcome | None:
                                                    f"for an output of shape {ctx.out_shape}"), stop=True)
         got.append(ju)
     got = np.stack(got)
+    # a tangent that crosses a kink: the rule's value is judged as a subgradient (gradcli.checks.subgradient)
+    kinked = [a for a, e in enumerate(ests) if e.kink.any()]
+    for a in kinked:
+        ref[a], err[a] = subgradient.nearest_one_sided(ctx, us[a], got[a])
     finite = np.abs(ref[np.isfinite(ref)])
     # one scale for every entry: J u's entries that cancel to near 0 are held to the size of the rest
     typical = np.full(ref.shape, float(np.median(finite)) if finite.size else 0.0)
@@ -75,7 +80,10 @@ def check_forward_mode(ctx: CheckContext) -> Outcome | None:
             f"first order passed; forward mode ({label}) cannot be decided: the error estimates of the "
             "directional differences are too large for the tolerance; try another point (seed=) or a larger "
             "step (eps=)")), methods=methods, stop=True)
-    return Outcome(methods=methods, suffix=f"; forward mode: {label} agrees along {DIRECTIONS} random tangents")
+    at_kink = (f" ({len(kinked)} crossing a kink, where it gives a value between the one-sided derivatives)"
+               if kinked else "")
+    return Outcome(methods=methods,
+                   suffix=f"; forward mode: {label} agrees along {DIRECTIONS} random tangents{at_kink}")
 
 
 def _mismatch(ctx: CheckContext, j: int, i: int, expected, got) -> Mismatch:

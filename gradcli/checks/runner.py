@@ -15,7 +15,7 @@ The reference is independent of the gradient under test (docs/contract.md, the m
 An element passes when ``|got - ref| <= rtol * max(|ref|, typical) + atol + floor + 3 * estimate``
 where ``typical`` is the median |ref| over that input (the gradient's own size, for elements that
 cancel to near zero), ``floor`` is 10 ulp of the largest |ref| in the dtype under test (where the
-reference is 0 to its estimate, plus the scale of an exact zero: gradcli.checks.compare.exact_zero) and
+reference is 0 to its estimate, plus the scale of an exact zero: gradcli.checks.judging.exact_zero) and
 ``estimate`` the reference's own error estimate: a method is never blamed for error the reference
 announced. When that estimate is too large for the tolerance, the element is **inconclusive** (not a pass), unless the
 difference exceeds even the announced error, which is a failure (traced AD's exact 0, which the

@@ -162,6 +162,10 @@ def check_second_order(ctx: CheckContext, reference: str) -> Outcome:
         return outcome(Verdict("fail", f"an hvp is defined for a scalar output; the output has shape "
                                        f"{ctx.out_shape} (order=2 without an hvp checks the vjp's own derivative)"),
                        stop=True)
+    if "kink" in ctx.memo:  # first order judged a framework's rule there as a subgradient
+        return outcome(Verdict("nondifferentiable", f"second order: the first order sits on {ctx.memo['kink']}, "
+                                                    "where the gradient does not exist, so neither does the "
+                                                    "Hessian"), stop=True)
     undecided = []  # what could not be decided by the tolerance test
     rng = np.random.default_rng([ctx.seed, 23])
     dirs = num.random_directions(ctx.numf, DIRECTIONS, rng)
