@@ -42,7 +42,7 @@ import numpy as np
 from gradcli import trace as tracing
 from gradcli.checks import numeric as num
 from gradcli.checks import taylor
-from gradcli.checks.compare import judge, typical_by_input
+from gradcli.checks.judging import judge, typical_by_input
 from gradcli.checks.findings import count_text, largest_elsewhere, worst_entries
 from gradcli.checks.context import (
     DIRECTIONS, CheckContext, Outcome, Verdict, array_dtype, at_text, badness, index_text, mismatch, summarize)
