@@ -10,7 +10,7 @@ import pytest
 from gradcli.cli import main
 from gradcli.explain import CAP, HEAD, TAIL, Gap, explain
 from gradcli.core.graph import node_values
-from gradcli.methods import differences, forward, numeric
+from gradcli.methods import differences, forward, numeric, tableau
 from gradcli.core.constants import CENTRAL_CANDIDATES
 from gradcli.core.parser import parse
 from gradcli.render.explain import accumulation, num
@@ -118,8 +118,8 @@ def test_the_numeric_trace_does_not_change_the_results():
     hs = r.steps
     Fv = numeric._stencil(g, x, np.stack([s * h for h in hs for s in (1.0, -1.0)]))
     D = [(Fv[:, 2 * k] - Fv[:, 2 * k + 1]) / (2 * hs[k]) for k in range(len(hs))]
-    a = differences.ridders(lambda i: D[i], len(hs), D[0].shape)
-    b = differences.ridders(lambda i: D[i], len(hs), D[0].shape, trace=traced)
+    a = tableau.ridders(lambda i: D[i], len(hs), D[0].shape)
+    b = tableau.ridders(lambda i: D[i], len(hs), D[0].shape, trace=traced)
     assert all(np.array_equal(u, v) for u, v in zip(a, b)) and traced["tableau"]
 
 

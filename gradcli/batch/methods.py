@@ -78,22 +78,29 @@ def _perturbed(graph, inputs, k, deltas, xp, dtype, N, jiggle=None):
     return xp.stack([xp.broadcast_to(xp.asarray(o), (P, N)) for o in outs])
 
 
-#: Points per block of central differences: the stencil stacks 6 * CENTRAL_CANDIDATES rows of every value,
-#: and at 4096 points a row-stack of one node (2.5 MB) stays in cache; a chunk's whole stack would not.
-#: Every operation is elementwise, so the blocks give the chunk's bits.
+#: Points per block of the differences on the CPU: a stencil stacks its rows of every value, and at 4096
+#: points a row-stack of one node (2.5 MB for central's 78 rows) stays in cache; a chunk's whole stack
+#: would not. Every operation is elementwise, so the blocks give the chunk's bits. A GPU takes the chunk
+#: whole: there a block is a kernel launch per operation, and memory is the device's.
 CENTRAL_BLOCK = 4096
+
+
+def _in_blocks(xp, method, inputs: dict, N: int, per_point=()):
+    """``method(inputs, *per_point, n)`` over blocks of :data:`CENTRAL_BLOCK` points (on numpy; the whole
+    chunk elsewhere), its arrays joined along the points axis. ``per_point``: arrays whose last axis is
+    the points, cut with the inputs."""
+    if xp is not np or N <= CENTRAL_BLOCK:
+        return method(inputs, *per_point, N)
+    cut = lambda a, s: a[s:s + CENTRAL_BLOCK] if getattr(a, "ndim", 0) and a.shape[0] == N else a
+    parts = [method({v: cut(a, s) for v, a in inputs.items()}, *(p[..., s:s + CENTRAL_BLOCK] for p in per_point),
+                    min(CENTRAL_BLOCK, N - s)) for s in range(0, N, CENTRAL_BLOCK)]
+    return tuple(xp.concatenate([p[i] for p in parts], axis=-1) for i in range(len(parts[0])))
 
 
 def central(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
     """Central differences with error estimates -> (J, estimate, the chosen steps (nvars, N)), block by
     block of :data:`CENTRAL_BLOCK` points (see :func:`_central_block`)."""
-    N = _n_points(inputs, n)
-    if N <= CENTRAL_BLOCK:
-        return _central_block(graph, inputs, xp, dtype, N)
-    cut = lambda a, s: a[s:s + CENTRAL_BLOCK] if getattr(a, "ndim", 0) and a.shape[0] == N else a
-    parts = [_central_block(graph, {v: cut(a, s) for v, a in inputs.items()}, xp, dtype, min(CENTRAL_BLOCK, N - s))
-             for s in range(0, N, CENTRAL_BLOCK)]
-    return tuple(xp.concatenate([p[i] for p in parts], axis=-1) for i in range(3))
+    return _in_blocks(xp, lambda at, P: _central_block(graph, at, xp, dtype, P), inputs, _n_points(inputs, n))
 
 
 def _central_block(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
@@ -166,18 +173,24 @@ def _points(graph: Graph, inputs: dict, xp, dtype, N: int):
 
 def richardson(graph: Graph, inputs: dict, xp, dtype, central_result, n: int | None = None):
     """Ridders' extrapolation over steps h0, h0/2, ... from the step central differences chose, as at
-    one point (:func:`gradcli.methods.differences.richardson`) -> (J, estimate)."""
+    one point (:func:`gradcli.methods.differences.richardson`) -> (J, estimate), block by block of
+    :data:`CENTRAL_BLOCK` points as central differences."""
     N = _n_points(inputs, n)
     m, nv = len(graph.outputs), len(graph.variables)
     if not nv:
         return xp.zeros((m, 0, N), dtype=dtype), xp.zeros((m, 0, N), dtype=dtype)
+    return _in_blocks(xp, lambda at, Jc, Ec, steps, P: _richardson_block(graph, at, xp, dtype, (Jc, Ec, steps), P),
+                      inputs, N, per_point=central_result)
+
+
+def _richardson_block(graph: Graph, inputs: dict, xp, dtype, central_result, N: int):
     eps = np.finfo(dtype).eps
     Jc, Ec, steps = central_result
     x = _points(graph, inputs, xp, dtype, N)
     scale = rounding_scale(graph, {v: x[k] for k, v in enumerate(graph.variables)}, xp, N)
     parts = []
     ulp = float(eps / np.finfo(np.float64).eps)  # as central differences' probes
-    for k in range(nv):  # one variable at a time, as central differences
+    for k in range(len(graph.variables)):  # one variable at a time, as central differences
         def rows(deltas, signs=None, idx=None, k=k):
             jig = None if signs is None else (lambda i: (ulp * signs(i))[:, None])
             at, P = _subset(graph, inputs, idx, N)
@@ -189,11 +202,16 @@ def richardson(graph: Graph, inputs: dict, xp, dtype, central_result, n: int | N
 
 def complex_step(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
     """Im f(x + ih) / h at three steps, as at one point (:func:`gradcli.methods.differences.complex_step`)
-    -> (J, estimate). The caller checks the path is holomorphic."""
+    -> (J, estimate), block by block of :data:`CENTRAL_BLOCK` points. The caller checks the path is
+    holomorphic."""
     N = _n_points(inputs, n)
     m, nv = len(graph.outputs), len(graph.variables)
     if not nv:
         return xp.zeros((m, 0, N), dtype=dtype), xp.zeros((m, 0, N), dtype=dtype)
+    return _in_blocks(xp, lambda at, P: _complex_step_block(graph, at, xp, dtype, P), inputs, N)
+
+
+def _complex_step_block(graph: Graph, inputs: dict, xp, dtype, N: int):
     rel, tiny = COMPLEX_STEP[np.dtype(dtype)]
     ctype = np.result_type(dtype, np.complex64)
     rows = _rows(graph, inputs, xp, dtype, N)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gradcli.core.constants import CHECK_RIDDERS_ROWS, COMPLEX_H
-from gradcli.methods.differences import ridders
+from gradcli.methods.tableau import ridders
 
 EPS = np.finfo(np.float64).eps
 H_DEFAULT = 2.0 ** -10

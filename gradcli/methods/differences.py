@@ -7,30 +7,18 @@ Arrays carry the variables before the points: ``x`` is (n, P); a stencil evaluat
 """
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 from gradcli.core.graph import Graph, graph_sweep, walk
 from gradcli.core.primitives import PRIMITIVES, NumericOps
+from gradcli.methods.quiet import quiet
 from gradcli.methods.reverse import local_partials
+from gradcli.methods.tableau import ridders, tableau_rows
 
 from gradcli.core.constants import (
-    CENTRAL_CANDIDATES, ESTIMATE_GAP, RIDDERS_CON, RIDDERS_CREDIBLE, RIDDERS_H0, RIDDERS_ROWS,
-    RIDDERS_SAFE)
+    CENTRAL_CANDIDATES, ESTIMATE_GAP, RIDDERS_CON, RIDDERS_H0, RIDDERS_ROWS)
 
 OFFSETS = (1.0, -1.0, 2.0, -2.0, 4.0, -4.0)  # the stencil rows of one candidate: +-h, +-2h, +-4h
-
-
-def quiet(fn):
-    """``fn`` under a fresh ``np.errstate(all="ignore")`` per call. Every function here computes with
-    inf and nan as results (a step past a pole, an overflowing f), which its callers report through
-    statuses: numpy's RuntimeWarnings about them would be noise on a user's stderr, whoever calls."""
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        with np.errstate(all="ignore"):
-            return fn(*args, **kwargs)
-    return wrapper
 
 
 @quiet
@@ -310,102 +298,6 @@ def complex_step(xp, x, rows, rel, tiny, eps, probe=None):
     return J, 4 * eps * xp.abs(J) + spread, h
 
 
-#: Rows of Ridders' tableau evaluated per call: the steps of a block go through f in one evaluation (most
-#: entries stop within the first block, at rows 5 to 7), and the points still unsure are gathered for
-#: the next.
-TABLEAU_BLOCK = 8
-
-
-def tableau_rows(xp, rows, hs):
-    """``row(i, idx)`` for :func:`ridders`: central differences at step ``hs[i]`` over the points ``idx``
-    (None: all), evaluated :data:`TABLEAU_BLOCK` rows at a time for the points asked for."""
-    cache = {"idx": None, "start": -1, "D": []}
-
-    def row(i, idx=None):
-        block = cache["D"]
-        if not (cache["idx"] is idx and cache["start"] <= i < cache["start"] + len(block)):
-            ks = range(i, min(i + TABLEAU_BLOCK, len(hs)))
-            steps = [hs[k] if idx is None else hs[k][..., idx] for k in ks]
-            F = rows(xp.stack([sign * h for h in steps for sign in (1.0, -1.0)]), idx=idx)
-            cache.update(idx=idx, start=i, D=[(F[:, 2 * j] - F[:, 2 * j + 1]) / (2 * h)
-                                                for j, h in enumerate(steps)])
-        return cache["D"][i - cache["start"]]
-    return row
-
-
-@quiet
-def ridders(row, n_rows: int, shape, xp=np, dtype=np.float64, done=None, trace: dict | None = None,
-            gather=False):
-    """Ridders' tableau over central differences at steps h, h/2, h/4, ...; ``row(i)`` gives the
-    differences at h/2**i (computed lazily, so a caller may stop early). Each column cancels one more
-    power of h**2; the entry with the smallest change between neighbouring orders is the estimate and
-    that change its error estimate. An entry stops once the top order got worse by a factor SAFE
-    after a credible estimate (round-off has taken over), or where ``done`` is set from the start.
-    With ``gather``, the last axis of ``shape`` is points and ``row(i, idx)`` is asked for the points
-    ``idx`` (None: all) whose entries have not all stopped: the others never pay for more rows.
-    -> (best, err), both of ``shape``. A ``trace`` dict, if given, receives where each entry's estimate
-    came from (``chosen_row``, ``chosen_column``; -1: none) and the row at which it stopped
-    (``stopped_row``; the last row computed if it never did), and without ``gather`` the tableau as
-    computed (``tableau``: rows of columns, each of ``shape``): for explanations; the results do not
-    depend on it."""
-    best = xp.full(shape, xp.nan, dtype=dtype)
-    err = xp.full(shape, xp.inf, dtype=dtype)
-    done = xp.zeros(shape, dtype=bool) if done is None else done.copy()
-    trace = {} if trace is None else trace
-    for key in ("chosen_row", "chosen_column", "stopped_row"):
-        trace[key] = xp.full(shape, -1)
-    trace["stopped_row"][done] = 0
-    live, idx = slice(None), None  # the points still computed: all, until some stop
-    prev = [row(0, None) if gather else row(0)]
-    if not gather:
-        trace["tableau"] = [prev]
-    last = 0
-    for i in range(1, n_rows):
-        if gather:
-            live, idx, prev = _still_unsure(xp, done, live, idx, prev, shape[-1])
-        cur = [row(i, idx) if gather else row(i)]
-        _tableau_step(xp, i, cur, prev, best, err, done, trace, live)
-        prev, last = cur, i
-        if not gather:
-            trace["tableau"].append(cur)
-        if bool(done.all()):
-            break
-    stopped = trace["stopped_row"]
-    stopped[stopped < 0] = last
-    return best, err
-
-
-def _still_unsure(xp, done, live, idx, prev, P: int):
-    """Gathers the points of which some entry has not stopped -> (live, idx, prev over them)."""
-    here = done[..., live]
-    unsure = ~here.reshape(-1, here.shape[-1]).all(axis=0)
-    if bool(unsure.all()):
-        return live, idx, prev
-    keep = xp.nonzero(unsure)[0]
-    idx = keep if idx is None else idx[keep]
-    return idx, idx, [p[..., keep] for p in prev]
-
-
-def _tableau_step(xp, i: int, cur: list, prev: list, best, err, done, trace, live):
-    """Row i of the tableau over the points ``live``: its columns, and every entry's estimate updated."""
-    b, e, d = best[..., live], err[..., live], done[..., live]
-    chosen_row, chosen_column = trace["chosen_row"][..., live], trace["chosen_column"][..., live]
-    fac = RIDDERS_CON ** 2
-    for j in range(1, i + 1):
-        cur.append((cur[j - 1] * fac - prev[j - 1]) / (fac - 1))
-        fac *= RIDDERS_CON ** 2
-        errt = xp.maximum(xp.abs(cur[j] - cur[j - 1]), xp.abs(cur[j] - prev[j - 1]))
-        take = ~d & xp.isfinite(errt) & (errt <= e)
-        b, e = xp.where(take, cur[j], b), xp.where(take, errt, e)
-        chosen_row, chosen_column = xp.where(take, i, chosen_row), xp.where(take, j, chosen_column)
-    credible = e <= RIDDERS_CREDIBLE * xp.abs(b)
-    now = d | (credible & (xp.abs(cur[i] - prev[i - 1]) >= RIDDERS_SAFE * e))
-    stopped = trace["stopped_row"][..., live]
-    best[..., live], err[..., live], done[..., live] = b, e, now
-    trace["chosen_row"][..., live], trace["chosen_column"][..., live] = chosen_row, chosen_column
-    trace["stopped_row"][..., live] = xp.where((stopped < 0) & now, i, stopped)
-
-
 @quiet
 def straddles(graph: Graph, inputs: dict, k: int, reach, xp, dtype, N):
     """Per point: does moving variable k by up to +-``reach`` cross a pole, jump or kink of the table
@@ -428,9 +320,6 @@ def straddles(graph: Graph, inputs: dict, k: int, reach, xp, dtype, N):
     ops = NumericOps(xp)
     here = dict(zip(roots, walk(sub, ops, inputs)))
     signs = {i: switch_sign(graph, here, i, xp, dtype, (N,)) for i in switched}
-    signs = {i: s for i, s in signs.items() if bool(xp.isfinite(s).any())}
-    if not signs:
-        return hit
     x = inputs[name]
     moved = dict(inputs)
     # both ends at reach, reach/2, reach/4 against the point: a switch that flips twice within the

@@ -12,7 +12,8 @@ import pytest
 from gradcli.batch import methods as bm
 from gradcli.core.constants import CENTRAL_CANDIDATES
 from gradcli.core.parser import parse
-from gradcli.methods import differences, numeric
+from gradcli.core.constants import RIDDERS_ROWS
+from gradcli.methods import differences, numeric, tableau
 
 FIRST = [0, CENTRAL_CANDIDATES - 1]
 EPS = np.finfo(np.float64).eps
@@ -101,7 +102,7 @@ def test_the_batch_estimates_bound_the_actual_errors():
 
 
 def _rows_of(f, x, h0):
-    hs = [h0 / 2.0 ** k for k in range(differences.RIDDERS_ROWS)]
+    hs = [h0 / 2.0 ** k for k in range(RIDDERS_ROWS)]
     return lambda i, idx=None: (f(x + hs[i]) - f(x - hs[i])) / (2 * hs[i]) if idx is None else \
         (f(x[..., idx] + hs[i]) - f(x[..., idx] - hs[i])) / (2 * hs[i])
 
@@ -111,11 +112,11 @@ def test_ridders_gathering_the_unsure_points_changes_no_bit():
     x = rng.uniform(-3, 3, (2, 500))
     f = lambda t: np.sin(7 * t) * np.exp(t)
     whole, gathered = {}, {}
-    a = differences.ridders(_rows_of(f, x, 0.25), differences.RIDDERS_ROWS, x.shape, trace=whole)
+    a = tableau.ridders(_rows_of(f, x, 0.25), RIDDERS_ROWS, x.shape, trace=whole)
     asked = []
     rows = _rows_of(f, x, 0.25)
-    b = differences.ridders(lambda i, idx: asked.append(None if idx is None else len(idx)) or rows(i, idx),
-                            differences.RIDDERS_ROWS, x.shape, trace=gathered, gather=True)
+    b = tableau.ridders(lambda i, idx: asked.append(None if idx is None else len(idx)) or rows(i, idx),
+                            RIDDERS_ROWS, x.shape, trace=gathered, gather=True)
     assert all(np.array_equal(u, v, equal_nan=True) for u, v in zip(a, b))
     for key in ("chosen_row", "chosen_column", "stopped_row"):
         assert np.array_equal(whole[key], gathered[key])

@@ -10,7 +10,7 @@ from gradcli.methods import numeric
 from gradcli.core.parser import parse
 from gradcli.core import constants as C
 from gradcli.verdict import tolerance as vt
-from gradcli.methods.differences import ridders
+from gradcli.methods.tableau import ridders
 from gradcli.verdict.status import batch_verdict, overall_status
 
 
