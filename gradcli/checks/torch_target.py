@@ -11,6 +11,7 @@ restored before every call, so they stay constants.
 from __future__ import annotations
 
 import copy
+import re
 import sys
 
 import numpy as np
@@ -106,7 +107,9 @@ def validate(fn, inputs: dict, options: dict) -> None:
 def check_options(options: dict) -> None:
     """BadInput for a ``device`` or ``autocast`` value no torch check can take (also in [tool.gradcli])."""
     device = options.get("device")
-    if device is not None and (not isinstance(device, str) or device.split(":")[0] not in ("cpu", "cuda")):
+    # torch parses a device only when a tensor is made on it: "cuda:abc" would pass here and be skipped
+    # without CUDA, or fail blaming the function with it
+    if device is not None and (not isinstance(device, str) or not re.fullmatch(r"(cpu|cuda)(:[0-9]+)?", device)):
         raise BadInput(f"device must be 'cpu' or 'cuda' (or 'cuda:N'), got {device!r}")
     autocast = options.get("autocast")
     if autocast is not None and autocast not in AUTOCAST:

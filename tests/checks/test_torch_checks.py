@@ -185,6 +185,11 @@ def test_bad_torch_checks_are_refused_at_registration():
         build_spec(Gelu.apply, x=(3,), autocast="int8")
     with pytest.raises(BadInput, match="applies to torch checks only"):
         build_spec(lambda x: x, x=(3,), device="cuda")
+    for device in ("cuda:abc", "cuda:", "cuda:-1", "cpu:0:1", " cuda"):
+        with pytest.raises(BadInput, match="device must be"):
+            build_spec(Gelu.apply, x=(3,), device=device)
+    for device in ("cpu", "cuda", "cuda:0", "cuda:12"):
+        build_spec(Gelu.apply, x=(3,), device=device)
 
 
 def test_without_torch_the_check_is_an_error_naming_the_extra(monkeypatch):
