@@ -234,6 +234,16 @@ def test_batch_mode_of_a_division_by_a_constant_zero_is_exit_2_or_3(expr):
     assert r.exit_code in (2, 3) and (r.exception is None or isinstance(r.exception, SystemExit))
 
 
+@pytest.mark.parametrize("expr", ["x/(1-1)", "1/(0*x)", "x/(1-1)**2", "x/(2-2)+x"])
+def test_batch_mode_of_a_division_by_a_folded_zero_is_undefined(expr):
+    # the compiler folds 1-1 (or 0*x) to 0 and the partial rules then divide by it: float64's 1/0 is inf,
+    # a Python float's is a ZeroDivisionError; the derivative 1/0 does not exist at any point
+    r = cli("grad", expr, "--batch", "10", "--domain", "x=0:1", "--json")
+    assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
+    assert r.exit_code == 3, r.stderr
+    assert strict_json(r.stdout)["status"] == "undefined"
+
+
 # --- 3. what error lines echo, and expressions that start with '-' ---------------------------------------
 
 @pytest.mark.parametrize("text, column", [("x+\x1b[31m", 3), ("x +\u202e y", 4), ("\x07x", 1), ("x\t+ \x1b", 5)])

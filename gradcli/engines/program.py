@@ -46,7 +46,7 @@ def _binary(op, x, y):
     # never build x*1, x*0, x+0, x/1: the reverse sweep produces them at every edge
     if op == "mul":
         if _is(x, 0) or _is(y, 0):
-            return 0.0
+            return np.float64(0.0)
         if _is(x, 1):
             return y
         if _is(y, 1):
@@ -74,10 +74,10 @@ def _binary(op, x, y):
         if _is(y, 2):
             return _binary("mul", x, x)
         if _is(y, 0):
-            return 1.0
+            return np.float64(1.0)
     if not isinstance(x, Handle) and not isinstance(y, Handle):  # two numbers: fold
         with np.errstate(all="ignore"):
-            return float(PRIMITIVES[op].value(np, np.float64(x), np.float64(y)))
+            return np.float64(PRIMITIVES[op].value(np, np.float64(x), np.float64(y)))
     b = x.b if isinstance(x, Handle) else y.b
     return GraphOps(b).build(op, x, y)
 
@@ -99,7 +99,8 @@ class GraphOps(Ops):
     def build(self, name, *args):
         if not any(isinstance(a, Handle) for a in args):
             with np.errstate(all="ignore"):
-                return float(PRIMITIVES[name].value(np, *(np.float64(a) for a in args)))
+                # a folded constant stays float64 (a Python float would make a later 1/0 raise)
+                return np.float64(PRIMITIVES[name].value(np, *(np.float64(a) for a in args)))
         return Handle(self.b, self.b.apply(name, *(self.node(a) for a in args)))
 
 
