@@ -41,10 +41,10 @@ def is_test_file(name: str) -> bool:
 def find_files(paths) -> tuple[list, list]:
     """``paths`` (files or folders) -> (model files, errors). Folders are searched recursively, sorted;
     a file found in a folder is a model file only if it is a regular file (or a link to one: a fifo
-    or a device is never opened), its text mentions gradcli (a helper module or a script beside the
-    models is not imported, let alone reported as registering nothing) and pytest would not collect it
-    as tests (:func:`is_test_file`); a regular file named in ``paths`` is always taken. Nothing larger
-    than MAX_SOURCE_BYTES is read."""
+    or a device is never opened), it imports gradcli (a helper module, a script beside the models or
+    one that only names gradcli in a docstring is not imported, let alone reported as registering
+    nothing) and pytest would not collect it as tests (:func:`is_test_file`); a regular file named in
+    ``paths`` is always taken. Nothing larger than MAX_SOURCE_BYTES is read."""
     files, errors, seen = [], [], set()
 
     def add(path):
@@ -106,7 +106,7 @@ def _walk(top: str):
 
 
 def uses_gradcli(path: str) -> bool | str:
-    """Whether the file at ``path`` mentions gradcli, read in chunks up to the first mention and never
+    """Whether the file at ``path`` imports gradcli, read in chunks up to the first import and never
     beyond MAX_SOURCE_BYTES: False for anything but a regular file (or a link to one), never opened,
     since a fifo would block and /dev/zero never ends; a message for a larger file that does."""
     try:
@@ -125,15 +125,31 @@ def uses_gradcli(path: str) -> bool | str:
     return _too_large(info.st_size) if info.st_size > MAX_SOURCE_BYTES else True
 
 
+#: A statement that imports gradcli (``import gradcli``, ``import numpy as np, gradcli.api as g``,
+#: ``from gradcli import ...``, ``from gradcli.testing import ...``) or an import of it by name
+#: (``importlib.import_module("gradcli")``, ``__import__("gradcli")``). A line that only names gradcli
+#: in prose, a docstring or a comment does not make a file a model file.
+_IMPORTS_GRADCLI = re.compile(
+    rb"(?:^|;)[ \t]*(?:from[ \t]+gradcli(?:\.\w+)*[ \t]+import\b"
+    rb"|import[ \t]+(?:[\w.]+(?:[ \t]+as[ \t]+\w+)?[ \t]*,[ \t]*)*gradcli(?:\.\w+)*(?:[ \t]+as[ \t]+\w+)?[ \t]*(?:[,;#\r\n]|$))"
+    rb"|(?:import_module|__import__)\([ \t]*[\"']gradcli\b",
+    re.MULTILINE)
+#: How much of an unfinished line is carried into the next chunk (an import statement is far shorter).
+_CARRY = 4096
+
+
 def _mentions_gradcli(fh) -> bool:
+    """Whether the file imports gradcli (:data:`_IMPORTS_GRADCLI`), read in chunks of _CHUNK and never
+    beyond MAX_SOURCE_BYTES; the unfinished last line of a chunk is carried into the next."""
     tail, left = b"", MAX_SOURCE_BYTES
     while left > 0:
         chunk = fh.read(min(_CHUNK, left))
         if not chunk:
             return False
-        if b"gradcli" in tail + chunk:
+        text = tail + chunk
+        if _IMPORTS_GRADCLI.search(text):
             return True
-        tail, left = chunk[-6:], left - len(chunk)
+        tail, left = text[text.rfind(b"\n") + 1:][-_CARRY:], left - len(chunk)
     return False
 
 

@@ -176,6 +176,29 @@ def test_matches(pattern, expected):
     assert matches(pattern, "mlp_loss", "models/model.py") is expected
 
 
+@pytest.mark.parametrize("source, taken", [
+    ('"""Plots what gradcli check reported."""\nX = 1\n', False),  # a docstring naming gradcli
+    ("# run `gradcli check models/` first\nX = 1\n", False),
+    ('"""\nimport gradcli here is how it is done\n"""\nX = 1\n', False),
+    ("import gradclix\n", False),
+    ("import gradcli\n", True),
+    ("import numpy as np, gradcli\n", True),
+    ("import gradcli.api as g\n", True),
+    ("try:\n    from gradcli.testing import x\nexcept ImportError:\n    pass\n", True),
+    ("import os; import gradcli\n", True),
+    ('g = importlib.import_module("gradcli")\n', True),
+])
+def test_a_folder_takes_files_that_import_gradcli_not_ones_that_name_it(tmp_path, source, taken):
+    (tmp_path / "f.py").write_text(source)
+    model(tmp_path / "m.py", "loss")
+    files, errors = find_files([tmp_path])
+    assert sorted(os.path.basename(f) for f in files) == (["f.py", "m.py"] if taken else ["m.py"])
+    assert errors == []
+    if not taken:  # and the run does not fail with 'registers no checks'
+        specs, errors = collect([tmp_path])
+        assert [s.name for s in specs] == ["loss"] and errors == []
+
+
 # --- only regular files, and no more of them than a model file can be -----------------------------------------
 
 def test_links_to_regular_files_in_a_folder_are_followed_and_each_file_is_taken_once(tmp_path):
