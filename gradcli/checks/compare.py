@@ -227,6 +227,17 @@ def _ad_rows(ctx, methods: dict, notes: list):
         return None
 
 
+def _undefined_text(ctx, undefined, cols) -> str:
+    """Where the first entry without a derivative is, and why: a nan or inf given there (judged without
+    it), or a function not finite at any step around it."""
+    j, k = np.unravel_index(int(np.argmax(undefined)), undefined.shape)
+    nm, idx = ctx.unflat_index(int(cols[k]))
+    given = np.asarray(ctx.base[nm])[tuple(idx)]
+    why = (f"the input is {given} there" if not np.isfinite(given)
+           else "the function is not finite at any step around it (the input sits on the edge of the domain)")
+    return f"no derivative at {at_text(nm, idx)}: {why}"
+
+
 def verdict_of_elements(ctx, got, ref, err, kink, cols, refdesc: str, identity=None,
                         cotangents=None, sigma=0.0) -> Outcome:
     """Compare ``got`` with ``ref`` entry by entry ((m, len(cols))) -> the status, message, mismatches.
@@ -284,7 +295,7 @@ def verdict_of_elements(ctx, got, ref, err, kink, cols, refdesc: str, identity=N
                                     + largest_elsewhere(ctx, rel, ok & (np.isfinite(rel) | bad), bad, cols,
                                                         w.rel_error, row_text)),
             methods=((name, summarize(name, "mismatch", diff[ok], rel[ok])),), mismatches=tuple(found), errors=errors,
-            precision=precision)
+            precision=precision, notes=(_undefined_text(ctx, undefined, cols),) if undefined.any() else ())
     elements = Outcome(methods=((name, summarize(name, "ok", diff[ok], rel[ok])),), errors=errors,
                        precision=precision)
     if identity is not None:
@@ -315,10 +326,8 @@ def verdict_of_elements(ctx, got, ref, err, kink, cols, refdesc: str, identity=N
                    + (f"; the other entries agree with {refdesc}" if nk < kink.shape[1] else ""))
         return combine(elements, Outcome(verdict=Verdict("nondifferentiable", message)))
     if undefined.any():
-        j, k = np.unravel_index(int(np.argmax(undefined)), undefined.shape)
-        nm, idx = ctx.unflat_index(int(cols[k]))
-        message = (f"no derivative at {at_text(nm, idx)}: the function is not finite at any step around it (the "
-                   "input sits on the edge of the domain)")
+        message = _undefined_text(ctx, undefined, cols) + (
+            f"; the other entries agree with {refdesc}" if live.any() else "")
         return combine(elements, Outcome(verdict=Verdict("undefined", message)))
     entries = int(live.any(axis=0).sum()) if cotangent_rows else int(live.sum())
     unit = "input elements" if cotangent_rows or live.shape[0] == 1 else "Jacobian entries"

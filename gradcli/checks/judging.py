@@ -28,9 +28,9 @@ def judge(ctx: CheckContext, got, ref, err, typical, zero=None):
         diff = np.abs(got - ref)
     live = np.isfinite(ref)
     for scale in (None, zero):
-        if scale is not None:  # the tolerance of an entry that is 0 gets the absolute scale of a zero
-            floor = floor + vt.at_exact_zero(np, ref, np.nan_to_num(err), scale(), CHECK_ESTIMATE_SAFETY)
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"):  # an infinite error (next to a nan in the inputs) is a finding
+            if scale is not None:  # the tolerance of an entry that is 0 gets the absolute scale of a zero
+                floor = floor + vt.at_exact_zero(np, ref, np.nan_to_num(err), scale(), CHECK_ESTIMATE_SAFETY)
             # the one tolerance rule (gradcli.verdict.tolerance) with check's terms: the input's typical
             # gradient as the scale, no rounding spread and no subnormal term (the user's code is not ours to
             # jiggle), the floor of the dtype under test; the estimate is added here, with check's own safety

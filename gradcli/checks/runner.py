@@ -216,7 +216,9 @@ def build_context(spec, opts: dict, result: CheckResult):
     if value.size == 0:
         return Verdict("skipped", "the output is empty: nothing to differentiate")
     bad = ~np.isfinite(value)
-    if bad.any():
+    # a nan or inf in some outputs (a nan in a given input) leaves the others to judge: the comparison
+    # reports the elements with no derivative as undefined, and a wrong rule at the rest as a failure
+    if bad.all():
         at = np.unravel_index(int(np.argmax(bad.ravel())), value.shape)
         return Verdict("undefined", f"the function is not finite at the inputs ({value[at]} at output "
                                     f"{index_text(at)}): the gradient is undefined there")
@@ -227,7 +229,7 @@ def build_context(spec, opts: dict, result: CheckResult):
         f0 = np.asarray(raw0, dtype=np.float64).ravel()
         again = np.asarray(call_selected(fn, base, with_grad, output), dtype=np.float64).ravel()
     except Exception as exc:  # noqa: BLE001
-        return Verdict("error", f"the function raised in float64: {type(exc).__name__}: {exc}", user_traceback(exc))
+        return Verdict("error", f"the function raised in float64: {raised_by_user_code(exc)}", user_traceback(exc))
     if again.shape != f0.shape or not np.array_equal(again, f0, equal_nan=True):
         # finite differences of a function that moves between calls measure its randomness
         diff = float(np.max(np.abs(again - f0))) if again.shape == f0.shape else float("nan")
@@ -305,7 +307,7 @@ def _call_under_test(fn, inputs: dict, with_grad: bool, output):
         with np.errstate(all="ignore"):  # nan and inf are findings here, reported as statuses
             out = fn(**{k: np.array(v) for k, v in inputs.items()})
     except Exception as exc:  # noqa: BLE001 - the function under test raised: status error
-        return Verdict("error", f"the function raised {type(exc).__name__}: {exc}", user_traceback(exc))
+        return Verdict("error", f"the function raised {raised_by_user_code(exc)}", user_traceback(exc))
     grads = None
     if with_grad:
         if not isinstance(out, (tuple, list)) or len(out) != 2:
@@ -336,7 +338,7 @@ def _traced_ad(fn, base: dict, wrt, output, f0: np.ndarray, notes: list, files=(
     try:
         t = tracing.trace(fn, {k: np.array(v) for k, v in base.items()}, list(wrt), output)
     except Exception as exc:  # noqa: BLE001 - a tracer failure is a note, never the user's fault
-        notes.append(f"tracing failed ({type(exc).__name__}: {exc}); finite differences used")
+        notes.append(f"tracing failed ({raised_by_user_code(exc)}); finite differences used")
         return None, False
     details = list(getattr(t, "problem_details", None) or [])
     # each problem names its own file; the lines about problems after the output, the model's files

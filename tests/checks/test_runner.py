@@ -342,3 +342,37 @@ def test_a_wrong_value_where_zero_is_expected_shows_an_infinite_relative_error()
     x = np.array([-1.0, -2.0, 0.5, 1.5])
     r = run(lambda x: np.sum(np.maximum(x, 0)), grad=lambda x: np.ones_like(x), x=x)
     assert r.status == "fail" and r.max_rel_error == np.inf, (r.status, r.max_rel_error)
+
+
+def test_a_nan_in_a_given_input_leaves_the_finite_elements_judged(reference):
+    # sin's derivative is cos (closed form) at every finite element; the nan one has none
+    x = np.array([0.3, np.nan, 1.2, -0.7])
+    wrong = run(np.sin, vjp=lambda g, x: {"x": g * np.cos(x) * 1.001}, x=x)
+    assert wrong.status == "fail" and "x[0]" in wrong.message
+    assert any("x[1]: the input is nan" in n for n in wrong.notes)
+    right = run(np.sin, vjp=lambda g, x: {"x": g * np.cos(x)}, x=x)
+    assert right.status == "undefined" and "x[1]: the input is nan" in right.message
+    assert "the other entries agree" in right.message
+    assert run(lambda x: np.sum(np.sin(x)), x=x).status == "undefined"  # no finite output: nothing to judge
+
+
+def test_a_torch_backward_wrong_at_every_finite_element_fails_next_to_a_nan():
+    torch = pytest.importorskip("torch")
+
+    class Sin(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return torch.sin(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * torch.cos(x) * 1.01
+
+    x = torch.tensor([0.3, float("nan"), 1.2], dtype=torch.float64)
+    r = run(Sin.apply, x=x)
+    assert r.status == "fail" and "x[0]" in r.message
+    # torch's own gradcheck agrees on the finite elements
+    with pytest.raises(Exception):
+        torch.autograd.gradcheck(Sin.apply, (x[[0, 2]].clone().requires_grad_(),))
