@@ -15,6 +15,7 @@ import numpy as np
 from gradcli.core.errors import BadInput
 from gradcli.checks.binding import bind, call_bound, selected, signature_parameters
 from gradcli.checks.under_test import gradient_as_vjp, user_traceback
+from gradcli.checks.interrupt import raised_by_user_code
 from gradcli.checks.context import EPS, Verdict, coarsest
 
 KIND = "jax.custom_vjp or jax.custom_jvp function"
@@ -122,7 +123,7 @@ def functions(spec, opts: dict, inputs: dict):
         try:
             call({k: _array(jnp, v, dtypes[k]) for k, v in inputs.items()})
         except Exception as exc:  # noqa: BLE001 - the function under test raised: status error
-            return Verdict("error", f"the function raised {type(exc).__name__}: {exc}", user_traceback(exc))
+            return Verdict("error", f"the function raised {raised_by_user_code(exc)}", user_traceback(exc))
 
     def fn(**kw):
         if any(np.iscomplexobj(v) for k, v in kw.items() if k not in complex_names):

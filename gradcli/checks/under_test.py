@@ -13,6 +13,7 @@ import numpy as np
 
 from gradcli.checks.context import (
     COTANGENT_SCALE, MAX_MISMATCHES, CheckContext, Outcome, Verdict, array_dtype, at_text, call_selected, mismatch)
+from gradcli.checks.interrupt import raised_by_user_code
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -33,7 +34,7 @@ class Finding(Exception):
 def raised(status: str, what: str, exc: Exception) -> Verdict:
     if isinstance(exc, Finding):
         return Verdict(status, str(exc))
-    return Verdict(status, f"{what} raised {type(exc).__name__}: {exc}", user_traceback(exc))
+    return Verdict(status, f"{what} raised {raised_by_user_code(exc)}", user_traceback(exc))
 
 
 #: How a framework's own gradient under test is named: (in prose, in the methods table and JSON)
@@ -197,11 +198,11 @@ def normalize(ctx: CheckContext, res, what: str):
                                "return one per input (a tuple in parameter order, or a dict by name)")
     out, wrong = {}, []
     for k, g in zip(wrt, items):
-        if np.iscomplexobj(g) and np.any(np.imag(g) != 0):
-            # float64 would drop the imaginary part (with a ComplexWarning) and pass what is wrong
-            return Verdict("fail", f"{what}: the gradient for {k!r} has an imaginary part (largest "
-                                   f"|imag| {float(np.max(np.abs(np.imag(g)))):.3g}), but {k} is real")
-        try:
+        try:  # a ragged list raises in iscomplexobj as in asarray
+            if np.iscomplexobj(g) and np.any(np.imag(g) != 0):
+                # float64 would drop the imaginary part (with a ComplexWarning) and pass what is wrong
+                return Verdict("fail", f"{what}: the gradient for {k!r} has an imaginary part (largest "
+                                       f"|imag| {float(np.max(np.abs(np.imag(g)))):.3g}), but {k} is real")
             a = np.asarray(np.real(g) if np.iscomplexobj(g) else g, dtype=np.float64)
         except (TypeError, ValueError) as exc:
             return Verdict("fail", f"{what}: the gradient for {k!r} is not a numeric array ({exc})")
@@ -218,7 +219,11 @@ def _names(keys) -> str:
 
 
 def _is_array_like_list(res, shape) -> bool:
-    # a single input's gradient given as a plain list of numbers, rather than a list of one gradient
-    if len(res) == 1 and np.shape(res[0]) == shape:
-        return False
-    return np.shape(res) == shape
+    # a single input's gradient given as a plain list of numbers, rather than a list of one gradient;
+    # a ragged list is taken as one (malformed) array, so that the message says it is not numeric
+    try:
+        if len(res) == 1 and np.shape(res[0]) == shape:
+            return False
+        return np.shape(res) == shape
+    except ValueError:
+        return True

@@ -125,3 +125,30 @@ def test_a_ufunc_target_takes_its_inputs_in_the_order_given():
     assert run_check(build_spec(np.tanh, x=(3,)), {}).status == "pass"
     r = run_check(build_spec(np.arctan2, x1=np.array([1.0, -2.0]), x2=np.array([0.5, 3.0])), {})
     assert r.status == "pass", r.message
+
+
+@pytest.mark.parametrize("ragged", [[[1.0, 2.0], [3.0]], [1.0, [2.0, 3.0]]])
+def test_a_ragged_gradient_fails_as_not_numeric_not_as_an_internal_error(ragged):
+    from gradcli.checks.session import run_one
+    r = run_one(build_spec(square_sum, grad=lambda x: ragged, x=(3,)), {})
+    assert r.status == "fail" and "not a numeric array" in r.message, r.message
+
+
+class _Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("__str__ is broken too")
+
+
+def _raise_unprintable(*args, **kwargs):
+    raise _Unprintable()
+
+
+@pytest.mark.parametrize("where, status", [("function", "error"), ("grad", "fail"), ("vjp", "fail")])
+def test_an_exception_whose_str_raises_is_the_checks_status_with_its_name(where, status):
+    from gradcli.checks.session import run_one
+    f = _raise_unprintable if where == "function" else square_sum
+    hooks = {"grad": _raise_unprintable} if where == "grad" else {"vjp": _raise_unprintable} if where == "vjp" else \
+        {"grad": lambda x: 2 * x}
+    r = run_one(build_spec(f, x=(3,), **hooks), {})
+    assert r.status == status and "raised _Unprintable" in r.message, r.message
+    assert "internal error" not in r.message
