@@ -341,5 +341,5 @@ def test_the_differences_code_is_quiet_without_the_callers_errstate():
         warnings.simplefilter("error")
         d.rounding_scale(g, {"x": np.float64(800.0)})
         D1, est, hs, _ = d.central_candidates(np, x, rows, eps)
-        d.richardson(np, x, lambda dl: rows(dl), D1[0], est[0], hs[0], eps)
+        d.richardson(np, x, lambda dl, idx=None: rows(dl), D1[0], est[0], hs[0], eps)
         d.representable(np.array([1e308]), np.array([1e308]))
