@@ -147,14 +147,36 @@ def _defaults(path: str) -> dict:
         raise pytest.UsageError(f"gradcli: {exc.message}") from None
 
 
+_MARK_USAGE = '@pytest.mark.gradcli("models/m.py", "models/", k="not slow")'
+
+
+def _check_marker(marker) -> None:
+    """Fail the test with one line when the marker's arguments are not paths (and an optional ``k``)."""
+    def what(value):
+        return f"{value!r} ({type(value).__name__})"
+
+    if not marker.args:
+        pytest.fail(f"@pytest.mark.gradcli needs at least one model file or folder: {_MARK_USAGE}", pytrace=False)
+    for arg in marker.args:
+        if not isinstance(arg, str) and not (isinstance(arg, os.PathLike) and isinstance(os.fspath(arg), str)):
+            pytest.fail(f"@pytest.mark.gradcli takes model files or folders as str or pathlib paths, "
+                        f"got {what(arg)}: {_MARK_USAGE}", pytrace=False)
+    unknown = sorted(set(marker.kwargs) - {"k"})
+    if unknown:
+        pytest.fail(f"@pytest.mark.gradcli got an unknown keyword {unknown[0]!r} (it takes only k): {_MARK_USAGE}",
+                    pytrace=False)
+    k = marker.kwargs.get("k")
+    if k is not None and not isinstance(k, str):
+        pytest.fail(f"@pytest.mark.gradcli's k is a -k expression (str), got {what(k)}: {_MARK_USAGE}", pytrace=False)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_call(item):
     marker = item.get_closest_marker("gradcli")
     if marker is None:
         return
+    _check_marker(marker)
     session = _session()
-    if not marker.args:
-        pytest.fail("@pytest.mark.gradcli needs at least one model file or folder", pytrace=False)
     root = str(item.config.rootpath)
     paths = [p if os.path.isabs(p) else os.path.join(root, p) for p in map(os.fspath, marker.args)]
     missing = [p for p in paths if not os.path.exists(p)]

@@ -4,6 +4,8 @@ from __future__ import annotations
 import textwrap
 from importlib.metadata import entry_points
 
+import pytest
+
 pytest_plugins = ["pytester"]
 # the inner runs need neither hypothesis (a second or more to import in a fresh run) nor a cache
 QUICK = ("-p", "no:hypothesispytest", "-p", "no:cacheprovider")
@@ -90,3 +92,25 @@ def test_the_marker_runs_checks_in_a_test(pytester):
     result.stdout.fnmatch_lines(["*test_all FAILED*", "*test_cube_only PASSED*", "*test_missing FAILED*"])
     result.stdout.fnmatch_lines(["*FAIL square*"])
     result.stdout.fnmatch_lines(["*nothing_here.py: no such file or directory*"])
+
+
+@pytest.mark.parametrize("args, says", [
+    ("5", "takes model files or folders as str or pathlib paths, got 5 (int)"),
+    ("b'models/m.py'", "got b'models/m.py' (bytes)"),
+    ("'models/m.py', k=3", "k is a -k expression (str), got 3 (int)"),
+    ("'models/m.py', pattern='x'", "unknown keyword 'pattern' (it takes only k)"),
+    ("", "needs at least one model file or folder"),
+])
+def test_a_marker_with_wrong_arguments_fails_its_test_with_one_usage_line(pytester, args, says):
+    pytester.mkdir("models").joinpath("m.py").write_text(MODEL)
+    pytester.makepyfile(test_models=f"""
+        import pytest
+
+        @pytest.mark.gradcli({args})
+        def test_it():
+            pass
+    """)
+    result = pytester.runpytest("-v", *QUICK)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*@pytest.mark.gradcli*{says}*"])
+    assert "TypeError" not in result.stdout.str() and "Traceback" not in result.stdout.str()
