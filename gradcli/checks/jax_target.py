@@ -88,7 +88,7 @@ def run_dtype_name(fn, options: dict, inputs: dict | None = None) -> str:
     return coarsest(*names)
 
 
-def tolerance_dtype(opts: dict, run_dtype: str) -> str:
+def tolerance_dtype(opts: dict, run_dtype: str, vjp=None) -> str:
     """The dtype whose rounding the tolerance allows for: the run dtype (jax has no autocast)."""
     return run_dtype
 

@@ -54,7 +54,7 @@ from gradcli.checks.expression import expression_functions
 from gradcli.checks.expression_formulas import judge_formulas
 from gradcli.checks.fast import compare_fast
 from gradcli.checks.interrupt import is_user_interrupt, raised_by_user_code
-from gradcli.checks.registry import DTYPES, materialize, validate_options
+from gradcli.checks.registry import DTYPES, check_wrt, materialize, validate_options
 from gradcli.checks.result import CheckResult
 from gradcli.checks.spec import OPTIONS
 from gradcli.checks import framework as frameworks
@@ -71,6 +71,8 @@ def run_check(spec, defaults: dict | None = None) -> CheckResult:
         opts = {k: v for k, v in (defaults or {}).items() if k in OPTIONS and v is not None}
         opts.update({k: v for k, v in spec.options.items() if v is not None})
         validate_options(opts)
+        if spec.options.get("wrt") is None and opts.get("wrt") is not None:
+            _project_wrt(spec, opts["wrt"])
         _run(spec, opts, result)
     except BadInput as exc:
         result.status, result.message = "error", f"bad check: {exc.message}"
@@ -110,6 +112,15 @@ def apply(result: CheckResult, outcome: Outcome) -> None:
         if v.traceback:
             result.traceback = v.traceback
     result.message += outcome.suffix
+
+
+def _project_wrt(spec, wrt) -> None:
+    # a check's own wrt= was checked against its inputs when it was registered; [tool.gradcli]'s
+    # applies to every check, so it is checked here, and the message says where it came from
+    try:
+        check_wrt(spec.inputs, {"wrt": wrt})
+    except BadInput as exc:
+        raise BadInput(f"[tool.gradcli] {exc.message}") from None
 
 
 def _run(spec, opts: dict, result: CheckResult) -> None:
@@ -174,7 +185,7 @@ def build_context(spec, opts: dict, result: CheckResult):
         fn, user_vjp, ad_factory, inputs = built
         framework_hvp = getattr(user_vjp, "framework_hvp", None)
         # the tolerance allows for the coarsest rounding in play: given tensors keep their own dtype
-        dtype = target.tolerance_dtype(opts, target.run_dtype_name(spec.fn, opts, spec.inputs))
+        dtype = target.tolerance_dtype(opts, target.run_dtype_name(spec.fn, opts, spec.inputs), user_vjp)
         result.kind = spec.kind
     else:
         if dtype not in DTYPES:

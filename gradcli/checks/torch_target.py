@@ -147,10 +147,15 @@ def run_dtype_name(fn, options: dict, inputs: dict | None = None) -> str:
     return coarsest(name, *[g for g in given if g in EPS])
 
 
-def tolerance_dtype(opts: dict, run_dtype: str) -> str:
-    """The dtype whose rounding the tolerance allows for: the autocast dtype, else the run dtype."""
+def tolerance_dtype(opts: dict, run_dtype: str, vjp=None) -> str:
+    """The dtype whose rounding the tolerance allows for: under autocast the coarsest dtype the target's
+    operations really ran in (``vjp.ran_in``; autocast leaves most operations in float32, and the autocast
+    dtype's tolerance would pass their wrong rules), else the autocast dtype; without it the run dtype."""
     autocast = opts.get("autocast")
-    return AUTOCAST[autocast] if autocast is not None else run_dtype
+    if autocast is None:
+        return run_dtype
+    ran_in = getattr(vjp, "ran_in", None)
+    return coarsest(run_dtype, ran_in) if ran_in is not None else AUTOCAST[autocast]
 
 
 def functions(spec, opts: dict, inputs: dict):
@@ -327,7 +332,25 @@ class _Target:
         # order 2 differentiates the gradient in float64: a float32 gradient field is a staircase to the differences
         vjp.float64 = self.vjp_in(self.torch.float64)
         vjp.framework_none = self.none
+        if self.autocast is not None:
+            vjp.ran_in = self.ran_in()
         return vjp
+
+    def ran_in(self) -> str:
+        """The coarsest float dtype of what one forward under autocast made: its outputs and every tensor
+        saved for the backward (an operation autocast lowered saves its lowered operands, so its rounding
+        reaches the gradient), a Function's own saved tensors included."""
+        torch, seen = self.torch, set()
+
+        def pack(t):
+            if isinstance(t, torch.Tensor) and t.is_floating_point():
+                seen.add(str(t.dtype).replace("torch.", ""))
+            return t
+        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            out, _, _ = self._forward(self.inputs, self.wrt_of(self.inputs), select=False)
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            pack(t)
+        return coarsest(*[d for d in seen if d in EPS] or [str(self.run_dtype).replace("torch.", "")])
 
     def double_backward(self, v: dict, w, /, **kw):
         """What gradgradcheck differentiates: with G = grad(out, x, grad_outputs=w, create_graph=True),
