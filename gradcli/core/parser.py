@@ -368,6 +368,9 @@ def parse_constant(text: str, *, max_length: int = 10_000) -> float:
     parsed = _parse(text, max_length, 1_000, 100_000)
     if parsed.var_cols:
         name, col = next(iter(parsed.var_cols.items()))
+        if name.lower() in ("nan", "inf", "infinity"):  # meant as a number, which a point cannot be
+            raise ParseError(f"{name} is not a finite number: gradcli evaluates at finite values only", col, text,
+                             "give a finite value, such as 1e300")
         raise ParseError(f"variable {name!r} in a constant expression", col, text,
                          "use numbers, pi, e and functions, such as pi/4")
     if parsed.commas:

@@ -72,15 +72,19 @@ def parse_methods(names, order=METHOD_ORDER) -> list[str]:
     for item in names or ():
         if not isinstance(item, str):
             raise BadInput(f"methods must be names ({', '.join(order)}), got {brief(item)}")
-        for name in item.split(","):
-            name = name.strip().lower().replace("-", "_")
+        for given in item.split(","):
+            given = given.strip()
+            if given.startswith("-"):  # the command line's -m took the next option (-m --at x=1) as its name
+                raise BadInput(f"-m/--method needs a method name, got the option {given!r}; "
+                               f"choose from {', '.join(order)} (as in -m forward)")
+            name = given.lower().replace("-", "_")
             if not name:
                 continue
             if name == "all":
                 wanted.extend(order)
                 continue
             if name not in order:
-                raise BadInput(f"unknown method {name!r}{_did_you_mean(name, order)}; choose from {', '.join(order)}")
+                raise BadInput(f"unknown method {given!r}{_did_you_mean(name, order)}; choose from {', '.join(order)}")
             wanted.append(name)
     return [m for m in order if m in wanted] if wanted else list(order)
 
