@@ -113,7 +113,7 @@ def _register_function(fn, grad, vjp, inputs, options, where, reg, hvp=None):
     if framework != "numpy":
         # the framework target binds inputs itself (a Function's apply has no signature of its own)
         frameworks.validate(fn, framework, inputs, options, grad, vjp, hvp)
-        _check_wrt(inputs, options)
+        check_wrt(inputs, options)
         options, name = {**options, "framework": framework}, frameworks.display_name(fn, framework)
     else:
         if options.get("dtype") is not None and options["dtype"] not in DTYPES:
@@ -153,10 +153,10 @@ def _check_names(fn, inputs, options):
         if missing:
             raise BadInput(f"no value for parameter {missing[0]!r} of {getattr(fn, '__name__', fn)}: "
                            f"pass {missing[0]}=value or a shape such as {missing[0]}=(3,)")
-    _check_wrt(inputs, options)
+    check_wrt(inputs, options)
 
 
-def _check_wrt(inputs, options):
+def check_wrt(inputs, options):
     for name in options.get("wrt") or ():
         if name not in inputs:
             raise BadInput(f"wrt names {name!r}, which is not an input (inputs: {', '.join(inputs) or 'none'})")
@@ -221,7 +221,7 @@ def _register_expression(text, grad, vjp, inputs, options, where, reg):
             unknown = [v for v in gg.variables if v not in inputs]
             if unknown:
                 raise BadInput(f"grad[{name!r}] uses {unknown[0]!r}, which is not a variable of {text!r}")
-    _check_wrt(inputs, options)
+    check_wrt(inputs, options)
     spec = CheckSpec(name=text, fn=None, file=where[0], line=where[1], inputs=dict(inputs),
                      options=dict(options), grad=None if grad is None else dict(grad), expression=text)
     reg[0].append(spec)

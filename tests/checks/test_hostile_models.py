@@ -152,3 +152,13 @@ def test_an_exception_whose_str_raises_is_the_checks_status_with_its_name(where,
     r = run_one(build_spec(f, x=(3,), **hooks), {})
     assert r.status == status and "raised _Unprintable" in r.message, r.message
     assert "internal error" not in r.message
+
+
+def test_a_project_wrt_naming_no_input_is_a_bad_check_naming_tool_gradcli():
+    from gradcli.checks.session import run_one
+    r = run_one(build_spec(square_sum, grad=lambda x: 2 * x, x=(3,)), {"wrt": ["nope"]})
+    assert r.status == "error" and r.message.startswith("bad check: [tool.gradcli] wrt names 'nope'"), r.message
+    assert "internal error" not in r.message
+    # one the check has is used as before, and the check's own wrt= wins over the project's
+    assert run_one(build_spec(square_sum, grad=lambda x: 2 * x, x=(3,)), {"wrt": "x"}).status == "pass"
+    assert run_one(build_spec(square_sum, grad=lambda x: 2 * x, x=(3,), wrt="x"), {"wrt": ["nope"]}).status == "pass"
