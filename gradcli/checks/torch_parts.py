@@ -146,10 +146,14 @@ def dtype_mismatch(torch, args: tuple, returned: tuple, names: dict) -> str | No
         if isinstance(a, torch.Tensor) and isinstance(g, torch.Tensor) and a.is_floating_point() \
                 and g.dtype != a.dtype and id(a) in names:
             got, want = (str(t).replace("torch.", "") for t in (g.dtype, a.dtype))
-            return (f"the backward returned a {got} gradient for {names[id(a)]}, a {want} input: torch converts "
-                    f"it, " + ("losing precision" if a.element_size() > g.element_size() else
-                               "so the backward's extra precision is not what reaches the input")
-                    + " (return the gradient in its input's dtype)")
+            if g.is_floating_point() or g.is_complex():
+                why = ("losing precision" if a.element_size() > g.element_size() else
+                       "so the backward's extra precision is not what reaches the input")
+            else:  # whatever its width, an integer (or bool) gradient has no fraction to hand on
+                why = "but it is an integer gradient: every fraction was lost in the backward"
+            article = "an" if got[0] in "aeio" else "a"
+            return (f"the backward returned {article} {got} gradient for {names[id(a)]}, a {want} input: torch "
+                    f"converts it, {why} (return the gradient in its input's dtype)")
     return None
 
 

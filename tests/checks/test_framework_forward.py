@@ -124,6 +124,23 @@ def test_float32_gradient_for_float64_input_fails_naming_dtypes():
     assert run(Exp, inputs={"x": (3,)}).status == "pass"
 
 
+def test_an_integer_gradient_for_a_float64_input_is_called_one():
+    class ExpInt64Grad(Exp):
+        @staticmethod
+        def backward(ctx, g):
+            y, = ctx.saved_tensors
+            return (g * y).long()
+
+    r = run(ExpInt64Grad, inputs={"x": (3,)})
+    assert r.status == "fail"
+    assert "the backward returned an int64 gradient for x, a float64 input" in r.message, r.message
+    assert "integer gradient" in r.message and "extra precision" not in r.message
+    # what torch hands on is float64 with the fractions gone
+    x = torch.tensor([0.3, -1.2, 2.0], dtype=torch.float64, requires_grad=True)
+    got, = torch.autograd.grad(ExpInt64Grad.apply(x.clone()), x, torch.ones(3, dtype=torch.float64))
+    assert got.dtype == torch.float64 and torch.equal(got, torch.trunc(torch.exp(x.detach())))
+
+
 def test_gradient_dtype_names_the_input_among_several():
     class MulHalfW(SinMul):
         @staticmethod
