@@ -89,6 +89,15 @@ def _module_parameters(module) -> list:
     return [(n, p) for n, p in module.named_parameters() if p.requires_grad]
 
 
+def _uninitialized(torch, target) -> str:
+    """The names of a module's lazy (uninitialized) parameters and buffers, or ''."""
+    if not _is_module(target):
+        return ""
+    is_lazy = torch.nn.parameter.is_lazy
+    names = [n for n, p in (*target.named_parameters(), *target.named_buffers()) if is_lazy(p)]
+    return ", ".join(names)
+
+
 def validate(fn, inputs: dict, options: dict) -> None:
     """Raise BadInput for what a torch check cannot take."""
     if _function_class(fn) is None and not callable(fn):
@@ -167,6 +176,12 @@ def functions(spec, opts: dict, inputs: dict):
     device = opts.get("device") or "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
         return Verdict("skipped", f"device={device!r} was asked for, but torch finds no CUDA device here")
+    lazy = _uninitialized(torch, spec.fn)
+    if lazy:
+        # its parameters are inputs of the check, and have no shape until a forward; gradcli does not
+        # run one itself, since that would change the user's module as a side effect of checking it
+        return Verdict("error", f"{display_name(spec.fn)} has parameters not initialized yet ({lazy}: a lazy "
+                                "module): call it once on an input of the right shape before checking it")
     target = _Target(torch, spec, opts, inputs, device)
     if target.hand is not None:
         return target.fn, target.hand_vjp, target.ad_factory, target.inputs

@@ -162,3 +162,17 @@ def test_a_project_wrt_naming_no_input_is_a_bad_check_naming_tool_gradcli():
     # one the check has is used as before, and the check's own wrt= wins over the project's
     assert run_one(build_spec(square_sum, grad=lambda x: 2 * x, x=(3,)), {"wrt": "x"}).status == "pass"
     assert run_one(build_spec(square_sum, grad=lambda x: 2 * x, x=(3,), wrt="x"), {"wrt": ["nope"]}).status == "pass"
+
+
+def test_a_lazy_module_is_an_error_saying_to_initialize_it_and_passes_once_initialized():
+    torch = pytest.importorskip("torch")
+    from gradcli.checks.session import run_one
+    torch.manual_seed(0)
+    x = torch.randn(3, 4, dtype=torch.float64)
+    lazy = torch.nn.LazyLinear(2).double()
+    r = run_one(build_spec(lazy, x=x), {})
+    assert r.status == "error" and "not initialized yet (weight, bias" in r.message, r.message
+    assert torch.nn.parameter.is_lazy(lazy.weight)  # the check did not change the module
+    lazy(x)
+    assert torch.autograd.gradcheck(lambda t: lazy(t), (x.clone().requires_grad_(),))
+    assert run_one(build_spec(lazy, x=x), {}).status == "pass"
