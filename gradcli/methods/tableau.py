@@ -16,18 +16,20 @@ TABLEAU_BLOCK = 8
 
 
 def tableau_rows(xp, rows, hs):
-    """``row(i, idx)`` for :func:`ridders`: central differences at step ``hs[i]`` over the points ``idx``
-    (None: all), evaluated :data:`TABLEAU_BLOCK` rows at a time for the points asked for."""
-    cache = {"idx": None, "start": -1, "D": []}
+    """``row(i, idx, keep)`` for :func:`ridders`: central differences at step ``hs[i]`` over the points
+    ``idx`` (None: all), evaluated :data:`TABLEAU_BLOCK` rows at a time; ``keep``, where the points were
+    narrowed since the last call, gives their places among the last call's, so that the rest of a block
+    already evaluated is narrowed too, not evaluated again."""
+    cache = {"start": -1, "D": []}
 
-    def row(i, idx=None):
-        block = cache["D"]
-        if not (cache["idx"] is idx and cache["start"] <= i < cache["start"] + len(block)):
+    def row(i, idx=None, keep=None):
+        if keep is not None:
+            cache["D"] = [d[..., keep] for d in cache["D"]]
+        if not cache["start"] <= i < cache["start"] + len(cache["D"]):
             ks = range(i, min(i + TABLEAU_BLOCK, len(hs)))
             steps = [hs[k] if idx is None else hs[k][..., idx] for k in ks]
             F = rows(xp.stack([sign * h for h in steps for sign in (1.0, -1.0)]), idx=idx)
-            cache.update(idx=idx, start=i, D=[(F[:, 2 * j] - F[:, 2 * j + 1]) / (2 * h)
-                                                for j, h in enumerate(steps)])
+            cache.update(start=i, D=[(F[:, 2 * j] - F[:, 2 * j + 1]) / (2 * h) for j, h in enumerate(steps)])
         return cache["D"][i - cache["start"]]
     return row
 
@@ -40,8 +42,9 @@ def ridders(row, n_rows: int, shape, xp=np, dtype=np.float64, done=None, trace: 
     power of h**2; the entry with the smallest change between neighbouring orders is the estimate and
     that change its error estimate. An entry stops once the top order got worse by a factor SAFE
     after a credible estimate (round-off has taken over), or where ``done`` is set from the start.
-    With ``gather``, the last axis of ``shape`` is points and ``row(i, idx)`` is asked for the points
-    ``idx`` (None: all) whose entries have not all stopped: the others never pay for more rows.
+    With ``gather``, the last axis of ``shape`` is points and ``row(i, idx, keep)`` is asked for the points
+    ``idx`` (None: all) whose entries have not all stopped (``keep``: their places among those of the
+    last call, where they were narrowed since; else None): the others never pay for more rows.
     -> (best, err), both of ``shape``. A ``trace`` dict, if given, receives where each entry's estimate
     came from (``chosen_row``, ``chosen_column``; -1: none) and the row at which it stopped
     (``stopped_row``; the last row computed if it never did), and without ``gather`` the tableau as
@@ -61,10 +64,10 @@ def ridders(row, n_rows: int, shape, xp=np, dtype=np.float64, done=None, trace: 
     last = 0
     for i in range(1, n_rows):
         if gather:  # the one wait for the device per row: how many points are still unsure
-            live, idx, prev = _still_unsure(xp, done, live, idx, prev)
+            live, idx, prev, keep = _still_unsure(xp, done, live, idx, prev)
             if idx is not None and not idx.shape[0]:
                 break
-        cur = [row(i, idx) if gather else row(i)]
+        cur = [row(i, idx, keep) if gather else row(i)]
         _tableau_step(xp, i, cur, prev, best, err, done, trace, live)
         prev, last = cur, i
         if not gather:
@@ -76,14 +79,15 @@ def ridders(row, n_rows: int, shape, xp=np, dtype=np.float64, done=None, trace: 
 
 
 def _still_unsure(xp, done, live, idx, prev):
-    """Gathers the points of which some entry has not stopped -> (live, idx, prev over them)."""
+    """Gathers the points of which some entry has not stopped -> (live, idx, prev over them, and their
+    places among the points before, or None where none stopped)."""
     here = done[..., live]
     unsure = ~here.reshape(-1, here.shape[-1]).all(axis=0)
     keep = xp.nonzero(unsure)[0]
     if keep.shape[0] == unsure.shape[0]:
-        return live, idx, prev
+        return live, idx, prev, None
     idx = keep if idx is None else idx[keep]
-    return idx, idx, [p[..., keep] for p in prev]
+    return idx, idx, [p[..., keep] for p in prev], keep
 
 
 def _tableau_step(xp, i: int, cur: list, prev: list, best, err, done, trace, live):

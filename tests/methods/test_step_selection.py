@@ -115,7 +115,7 @@ def test_ridders_gathering_the_unsure_points_changes_no_bit():
     a = tableau.ridders(_rows_of(f, x, 0.25), RIDDERS_ROWS, x.shape, trace=whole)
     asked = []
     rows = _rows_of(f, x, 0.25)
-    b = tableau.ridders(lambda i, idx: asked.append(None if idx is None else len(idx)) or rows(i, idx),
+    b = tableau.ridders(lambda i, idx, keep=None: asked.append(None if idx is None else len(idx)) or rows(i, idx),
                             RIDDERS_ROWS, x.shape, trace=gathered, gather=True)
     assert all(np.array_equal(u, v, equal_nan=True) for u, v in zip(a, b))
     for key in ("chosen_row", "chosen_column", "stopped_row"):
