@@ -230,3 +230,12 @@ def test_differences_of_a_cancelling_gradient_know_their_rounding():
     # differencing it along x must not produce a confident -9e-6 (found by hypothesis)
     r = gradcli.hessian("((y)/(x))/(y)", y=1.0859375, x=1.3087818854100455)
     assert r.status == "agree", r.message
+
+
+def test_atan_far_out_keeps_its_second_derivative():
+    # -2z/(1 + z**2)**2 is -2e-300 at z = 1e100; atan's partial 1/(1 + z*z) differentiated to 0 there
+    # (1/(1 + z*z)**2 underflows), and both AD routes disagreed with sympy
+    r = gradcli.hessian("atan(z)", z=1e100)
+    assert r.status == "agree", r.message
+    for name in ("forward_over_reverse", "reverse_over_forward"):
+        assert r.methods[name].hessian[0, 0] == pytest.approx(-2e-300, rel=1e-13)

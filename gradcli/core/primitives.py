@@ -277,7 +277,14 @@ _prim("acos", 1, lambda xp, x: xp.arccos(x), lambda F, a, x: -1 / F.sqrt((1 - x)
       domain=lambda xp, x: abs(x) <= 1, smooth=lambda xp, x: abs(x) < 1, sample=((-0.9, 0.9),),
       domain_text="-1 <= x <= 1", smooth_text="-1 < x < 1", ufunc=("arccos",), cuda="acos({0})",
       numba=lambda a: math.acos(a) if abs(a) <= 1 else _NAN)
-_prim("atan", 1, lambda xp, x: xp.arctan(x), lambda F, a, x: 1 / (1 + x * x), "atan",
+def _atan_partial(F, ans, x):
+    # 1/(1 + x*x) as (1/hypot(x, 1))**2: x*x overflows from |x| = 1.3e154 on, and its derivative
+    # -2x/(1 + x*x)**2 meets 1/(1 + x*x)**2 = 1e-400 (0) at x = 1e100, where the second derivative is -2e-300
+    u = 1 / F.hypot(x, 1)
+    return u * u
+
+
+_prim("atan", 1, lambda xp, x: xp.arctan(x), _atan_partial, "atan",
       sample=((-3.0, 3.0),), ufunc=("arctan",), cuda="atan({0})", numba=lambda a: math.atan(a))
 _prim("atan2", 2, lambda xp, y, x: xp.arctan2(y, x),
       # x/(x*x + y*y) written through hypot: x*x underflows from |x| = 1e-154 on
