@@ -369,7 +369,10 @@ class Screen:
                        for line in (as_text(r) if isinstance(r, str) else r).lines(self.width, self.wrap))
 
     def print(self, *renderables) -> None:
-        self.file.write(self.render(*renderables))
+        # what cannot be encoded (a lone surrogate in a model's exception text) is written escaped, rather
+        # than losing the whole report to a UnicodeEncodeError
+        encoding = getattr(self.file, "encoding", None) or "utf-8"
+        self.file.write(self.render(*renderables).encode(encoding, "backslashreplace").decode(encoding))
         self.file.flush()
 
     def _paint(self, line) -> str:

@@ -176,3 +176,32 @@ def test_a_lazy_module_is_an_error_saying_to_initialize_it_and_passes_once_initi
     lazy(x)
     assert torch.autograd.gradcheck(lambda t: lazy(t), (x.clone().requires_grad_(),))
     assert run_one(build_spec(lazy, x=x), {}).status == "pass"
+
+
+_SURROGATE_MODEL = '''
+import numpy as np
+import gradcli
+
+@gradcli.check(x=(3,))
+def raises(x):
+    raise ValueError("bad \\ud800 text")
+
+def square_sum(x):
+    return np.sum(x ** 2)
+
+gradcli.check(square_sum, x=(3,), grad=lambda x: 2 * x)
+'''
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "ascii"])
+def test_a_lone_surrogate_in_a_message_is_escaped_not_the_end_of_the_report(tmp_path, encoding):
+    import os
+    import subprocess
+    import sys
+    (tmp_path / "m.py").write_text(_SURROGATE_MODEL)
+    env = {**os.environ, "NO_COLOR": "1", "PYTHONIOENCODING": encoding}
+    r = subprocess.run([sys.executable, "-m", "gradcli", "check", "m.py"], cwd=tmp_path, capture_output=True,
+                       timeout=120, env=env)
+    out = r.stdout.decode(encoding)
+    assert r.returncode == 1 and b"Traceback (most recent call last):\n  File \"/" not in r.stderr, r.stderr
+    assert "ValueError: bad \\ud800 text" in out and "1 passed, 1 error" in out, out
