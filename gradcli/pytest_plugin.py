@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import sys
 
 import pytest
 
@@ -92,9 +93,27 @@ class GradcliFile(pytest.File):
         specs, errors = _session().collect([str(self.path)])
         if errors:
             raise self.CollectError("; ".join(f"{e['file']}: {e['message']}" for e in errors))
-        defaults = _defaults(str(self.path))
+        self.defaults = _defaults(str(self.path))
+        self.results = None
         for spec in specs:
-            yield GradcliItem.from_parent(self, name=spec.name, spec=spec, defaults=defaults)
+            yield GradcliItem.from_parent(self, name=spec.name, spec=spec, defaults=self.defaults)
+
+    def result_of(self, spec):
+        """The check's result from one run of this file in a model process of its own, as ``gradcli check``
+        runs it (the first item run starts it): a check that ends its process (``os._exit(0)``, a
+        segfault) is an error there, and cannot end pytest with the exit status it chose."""
+        if self.results is None:
+            report = _isolated().run_files([str(self.path)], None, self.defaults, timeout=_NO_LIMIT,
+                                           on_output=_to_stdout)
+            self.results = {}
+            for r in report.checks:
+                self.results.setdefault(r.name, r)
+            self.errors = report.errors
+        result = self.results.get(spec.name)
+        if result is None:  # the model process could not import the file this time
+            pytest.fail("gradcli: " + ("; ".join(f"{e['file']}: {e['message']}" for e in self.errors)
+                                       or f"no result for {spec.name}"), pytrace=False)
+        return result
 
 
 class CheckFailed(Exception):
@@ -111,8 +130,7 @@ class GradcliItem(pytest.Item):
         self.spec, self.defaults = spec, defaults
 
     def runtest(self):
-
-        result = _session().run_one(self.spec, self.defaults)
+        result = self.parent.result_of(self.spec)
         if result.status == "skipped":
             pytest.skip(result.message or "skipped")
         if result.status != "pass":
@@ -132,6 +150,21 @@ def _session():
     from gradcli.checks import session
 
     return session
+
+
+def _isolated():
+    from gradcli.checks import isolated
+
+    return isolated
+
+
+#: the plugin's checks have no time limit (pytest-timeout and the like are the user's choice)
+_NO_LIMIT = float("inf")
+
+
+def _to_stdout(data: bytes) -> None:
+    """The model process's output, to the test's captured output."""
+    sys.stdout.write(data.decode("utf-8", "replace"))
 
 
 def _describe(results) -> str:
@@ -188,7 +221,9 @@ def pytest_runtest_call(item):
         pytest.fail("gradcli: " + "; ".join(f"{e['file']}: {e['message']}" for e in errors), pytrace=False)
     if not specs:
         pytest.fail(f"gradcli: no check matches -k {pattern!r}" if pattern else "gradcli: no checks", pytrace=False)
-    results = session.run_checks(specs, _defaults(paths[0])).checks
+    # in model processes, as the CLI runs them: a check that ends its process cannot end pytest
+    results = _isolated().run_files(paths, pattern, _defaults(paths[0]), timeout=_NO_LIMIT,
+                                    on_output=_to_stdout).checks
     bad = [r for r in results if r.status not in ("pass", "skipped")]
     if bad:
         pytest.fail(_describe(bad), pytrace=False)

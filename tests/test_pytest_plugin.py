@@ -114,3 +114,35 @@ def test_a_marker_with_wrong_arguments_fails_its_test_with_one_usage_line(pytest
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([f"*@pytest.mark.gradcli*{says}*"])
     assert "TypeError" not in result.stdout.str() and "Traceback" not in result.stdout.str()
+
+
+def test_a_check_that_ends_its_process_cannot_end_pytest_with_a_pass(pytester):
+    # `gradcli check` exits 1 here (square fails, quits is an error); pytest must not exit 0
+    pytester.makepyfile(model=MODEL + textwrap.dedent('''
+        import os
+
+
+        @gradcli.check(x=(2,))
+        def quits(x):
+            os._exit(0)
+    '''))
+    result = pytester.runpytest_subprocess("--gradcli", "model.py", "-v", *QUICK)
+    assert result.ret == 1
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(["*model.py::square FAILED*", "*model.py::quits FAILED*"])
+    pytester.makepyfile(test_marked=textwrap.dedent('''
+        import pytest
+
+
+        @pytest.mark.gradcli("model.py")
+        def test_models():
+            pass
+
+
+        def test_after():
+            pass
+    '''))
+    result = pytester.runpytest_subprocess("test_marked.py", "-v", *QUICK)
+    assert result.ret == 1
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*FAIL square*", "*ERROR quits*", "*the model process exited with status 0*"])
