@@ -58,7 +58,9 @@ def run_files(paths, pattern: str | None, defaults: dict, timeout: float = TIME_
         stopped = True
     finally:
         reap(run.unreaped)
-    return run.report(stopped)
+    report = run.report(stopped)
+    report.unreached = len(files) - run.reached
+    return report
 
 
 def _load_what_every_check_loads() -> None:
@@ -84,6 +86,7 @@ class _Run:
     def __init__(self, errors, on_output, on_error, progress):
         self.errors, self.on_output, self.on_error, self.progress = errors, on_output, on_error, progress
         self.pairs, self.checks, self.planned = [], [], 0
+        self.reached = 0  # model files that registered their checks or failed to
         self.unreaped = []  # killed model processes not yet waited for (at most MAX_UNREAPED)
 
     def tell(self, entry: dict) -> None:
@@ -91,7 +94,9 @@ class _Run:
             self.on_error(entry)
 
     def error(self, entry: dict) -> None:
+        """A model file that registered nothing: it could not be started or imported."""
         self.errors.append(entry)
+        self.reached += 1
         self.tell(entry)
 
     def report(self, stopped: bool) -> CheckReport:
@@ -145,6 +150,7 @@ class _FileRun:
                 self.meta, self.offset = meta, len(self.whole.pairs)
                 self.whole.pairs.extend(pairs)
                 self.whole.planned += len(meta)
+                self.whole.reached += 1
             elif [m["name"] for m in meta] != [m["name"] for m in self.meta]:
                 self.reimported_differently = True
                 return True

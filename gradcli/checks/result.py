@@ -101,6 +101,9 @@ class CheckReport:
     errors: list = field(default_factory=list)  # files that could not be imported / registered nothing
     interrupted: bool = False  # the user's Ctrl-C stopped the run: ``checks`` are those that finished
     planned: int | None = None  # how many checks the run was to have (None: all of ``checks``)
+    #: after a stop: how many model files were never imported, so their checks are not in ``planned``
+    #: (None: not known, the run stopped before its files were found)
+    unreached: int | None = 0
 
     def summary(self) -> dict:
         """Counts by status, as the summary line words them: ``inconclusive`` apart from ``failed``, and

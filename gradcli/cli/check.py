@@ -15,7 +15,7 @@ from gradcli.checks.worker import TIME_LIMIT_S
 from gradcli.core import options as option_values
 from gradcli.core.errors import BadInput
 from gradcli.verdict.exit_codes import exit_code
-from gradcli.render.check import render_check_report
+from gradcli.render.check import render_check_report, stopped_text
 from gradcli.render.json import dumps
 from gradcli.render.junit import RUN_CASE, junit_target, junit_xml, stopped_junit_target, write_atomic
 from gradcli.cli.common import JsonCommand, console, fail, progress_console
@@ -92,7 +92,7 @@ def check(paths, pattern, as_json, junit, mode, seed, rtol, atol, taylor, order,
                     report = run_files_report(paths, pattern, defaults, limit,
                                               progress_console() if show else None, started)
         except KeyboardInterrupt:  # a stop signal before the first model process started
-            report = session.CheckReport(checks=[], interrupted=True, planned=0)
+            report = session.CheckReport(checks=[], interrupted=True, planned=0, unreached=None)
             if junit is not None and junit_path is None:
                 junit_path = stopped_junit_target(junit, paths)
         with stops_deferred():  # the report and the JUnit file are written whole
@@ -128,7 +128,7 @@ def _finish(report, started, pattern, as_json, junit, junit_path, taylor) -> Non
     code = (stop_exit_status() or report.exit_code) if report.interrupted else report.exit_code
     try:
         if report.interrupted:
-            click.echo(f"interrupted: {len(report.checks)} of {report.planned} checks ran", err=True)
+            click.echo(f"interrupted: {stopped_text(report, 'ran')}", err=True)
         unwritten = None
         if junit_path is not None:
             try:

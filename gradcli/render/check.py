@@ -188,9 +188,23 @@ def summary_line(report: CheckReport, seconds: float | None = None) -> Text:
     style = "bold green" if code == 0 else "bold yellow" if code in (3, 130) else "bold red"
     text = summary_counts(report) + (f" in {seconds:.2f} s" if seconds is not None else "")
     if report.interrupted:
-        planned = report.planned if report.planned is not None else len(report.checks)
-        text += f"; interrupted after {len(report.checks)} of {planned} checks"
+        text += "; interrupted " + stopped_text(report, "after")
     return Text("\n" + text, style=style)
+
+
+def stopped_text(report: CheckReport, ran: str) -> str:
+    """What is known of a stopped run: ``ran`` (``"after"``: '... after 1 of 3 checks', else the verb:
+    '1 of 3 checks ran') among the checks registered when it stopped, and the model files never reached,
+    whose checks no count includes."""
+    done, planned = len(report.checks), report.planned if report.planned is not None else len(report.checks)
+    if report.unreached is None and not done:
+        return "before any model file was checked" if ran == "after" else "no model file was checked"
+    unreached = report.unreached or 0
+    of = f"{planned} checks" if not unreached else f"the {planned} checks registered so far"
+    counted = f"after {done} of {of}" if ran == "after" else f"{done} of {of} {ran}"
+    if unreached:
+        counted += f"; {unreached} model file{'s' if unreached != 1 else ''} not reached"
+    return counted
 
 
 def result_text(r: CheckResult) -> str:

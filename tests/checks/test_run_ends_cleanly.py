@@ -233,6 +233,7 @@ def test_a_run_stopped_before_any_check_ran_says_so_in_json_and_junit(tmp_path, 
     assert code == 143, stderr
     doc = json.loads(stdout)
     assert doc["interrupted"] is True and doc["checks"] == []
+    assert "interrupted: no model file was checked" in stderr and "0 of 0" not in stderr, stderr
     cases = junit_cases(out)
     assert set(cases) == {"gradcli check"} and cases["gradcli check"].find("error").get("type") == "interrupted"
     assert sorted(os.listdir(tmp_path)) == ["models", "r.xml"]  # no temporary file left
