@@ -156,7 +156,7 @@ def _mentions_gradcli(fh) -> bool:
 def module_name(path: str) -> str:
     """A module name unique to the file's absolute path: ``gradcli_model_<hash>_<stem>``."""
     real = os.path.realpath(path)
-    digest = hashlib.sha1(real.encode()).hexdigest()[:10]
+    digest = hashlib.sha1(os.fsencode(real)).hexdigest()[:10]
     stem = re.sub(r"\W", "_", os.path.splitext(os.path.basename(real))[0])
     return f"gradcli_model_{digest}_{stem}"
 

@@ -205,3 +205,25 @@ def test_a_lone_surrogate_in_a_message_is_escaped_not_the_end_of_the_report(tmp_
     out = r.stdout.decode(encoding)
     assert r.returncode == 1 and b"Traceback (most recent call last):\n  File \"/" not in r.stderr, r.stderr
     assert "ValueError: bad \\ud800 text" in out and "1 passed, 1 error" in out, out
+
+
+def test_a_model_in_a_folder_whose_name_is_not_utf8_is_checked(tmp_path):
+    import os
+    import subprocess
+    import sys
+    folder = os.path.join(os.fsencode(tmp_path), b"bad\xff dir")
+    try:
+        os.mkdir(folder)
+    except (OSError, UnicodeError):
+        pytest.skip("this file system takes only UTF-8 names")
+    with open(os.path.join(folder, b"m.py"), "w") as fh:
+        fh.write("import numpy as np\nimport gradcli\n\ndef square_sum(x):\n    return np.sum(x ** 2)\n\n"
+                 "gradcli.check(square_sum, x=(3,), grad=lambda x: 2 * x)\n")
+    env = {**os.environ, "NO_COLOR": "1"}
+    for cwd, target in ((folder, "m.py"), (os.fsencode(tmp_path), os.fsdecode(b"bad\xff dir"))):
+        r = subprocess.run([sys.executable, "-m", "gradcli", "check", target, "--json"], cwd=cwd,
+                           capture_output=True, timeout=120, env=env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        import json
+        doc = json.loads(r.stdout)
+        assert [c["status"] for c in doc["checks"]] == ["pass"] and not doc.get("errors"), doc
