@@ -50,6 +50,8 @@ def connect(dask):
         client = distributed.Client(address, timeout=CONNECT_TIMEOUT, set_as_default=False)
     except (OSError, TimeoutError) as exc:
         raise BadInput(f"--dask {address}: no Dask scheduler answered there ({_one_line(exc)})") from None
+    except Exception as exc:  # noqa: BLE001 - a transport misconfigured in a way _check_transport does not know
+        raise BadInput(f"--dask {address}: cannot connect ({type(exc).__name__}: {_one_line(exc)})") from None
     return client, True
 
 
@@ -68,6 +70,23 @@ def _check_address(address: str, distributed) -> None:
     except ValueError as exc:
         raise BadInput(f"--dask {address or repr(address)}: not a scheduler address ({_one_line(exc)}); "
                        "expected tcp://host:8786") from None
+    _check_transport(address, scheme, distributed, backends)
+
+
+def _check_transport(address: str, scheme: str, distributed, backends) -> None:
+    """Reject a transport that cannot connect from here before Client half-constructs with it (a failed
+    Client waits 10 s on closing and prints distributed's traceback)."""
+    if scheme == "inproc":
+        raise BadInput(f"--dask {address}: an inproc:// scheduler is reachable only from inside its own "
+                       "process; use its tcp:// address")
+    try:
+        backends[scheme].get_connector()
+    except Exception as exc:  # noqa: BLE001 - ucx:// without ucx-py fails to build its connector
+        raise BadInput(f"--dask {address}: {scheme}:// cannot be used here ({_one_line(exc)}); "
+                       "use tcp://host:8786") from None
+    if scheme in ("tls", "wss") and distributed.Security().get_connection_args("client")["ssl_context"] is None:
+        raise BadInput(f"--dask {address}: {scheme}:// needs TLS certificates and Dask's configuration has "
+                       "none (distributed.comm.tls: ca-file, client.cert, client.key); set them, or use tcp://")
 
 
 def close(client) -> None:

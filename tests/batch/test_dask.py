@@ -92,6 +92,28 @@ def test_a_malformed_address_is_one_line_and_exit_2(address, why):
     assert line.startswith("error: --dask ") and why in line and "tcp://host:8786" in line
 
 
+@pytest.mark.parametrize("address,why", [
+    ("tls://127.0.0.1:1", "tls:// needs TLS certificates"), ("wss://127.0.0.1:1", "wss:// needs TLS certificates"),
+    ("inproc://127.0.0.1/1/2", "reachable only from inside its own process"),
+    ("ucx://127.0.0.1:1", "ucx:// cannot be used here"),
+])
+def test_a_transport_that_cannot_connect_from_here_is_one_line_and_exit_2_at_once(address, why):
+    distributed = pytest.importorskip("distributed")
+    if address.startswith("ucx") and distributed.comm.registry.backends.get("ucx") is None:
+        pytest.skip("this distributed has no ucx backend")
+    if address.startswith("ucx"):
+        try:
+            distributed.comm.registry.backends["ucx"].get_connector()
+            pytest.skip("ucx is installed here")
+        except Exception:  # noqa: BLE001 - the connector cannot be built: what the test is about
+            pass
+    t0 = time.monotonic()
+    r = grad("x*y", "--batch", 100, "--domain", "x=0:1, y=0:1", "--dask", address)
+    assert r.exit_code == 2 and r.stdout == "" and time.monotonic() - t0 < 4
+    [line] = r.stderr.splitlines()
+    assert line.startswith(f"error: --dask {address}: ") and why in line, line
+
+
 def test_no_scheduler_at_the_address_is_one_line_and_exit_2_within_the_timeout(monkeypatch):
     pytest.importorskip("distributed")
     from gradcli.batch import distributed as bd
