@@ -47,7 +47,8 @@ from gradcli.checks.findings import count_text, largest_elsewhere, worst_entries
 from gradcli.checks.context import (
     DIRECTIONS, CheckContext, Outcome, Verdict, array_dtype, at_text, badness, index_text, mismatch, summarize)
 from gradcli.core.constants import CHECK_ESTIMATE_SAFETY
-from gradcli.checks.under_test import raised, user_hvp
+from gradcli.checks.compare import describe_under_test
+from gradcli.checks.under_test import framework_under_test, raised, user_hvp
 
 
 def _flat_of(ctx, res) -> np.ndarray:
@@ -186,9 +187,10 @@ def check_second_order(ctx: CheckContext, reference: str) -> Outcome:
     ad = _derivatives(ctx, _field(ctx, ad_field, w), dirs) if use_ad else None
     if use_ad and ad is None:
         notes.append("second order: AD of the gradient failed; finite differences of the gradient only")
+    named = describe_under_test(ctx)  # the gradient under test: hand-written, torch's backward, JAX's vjp
     summary["reference"] = (f"{ctx.ad_method} (directional differences of {_ad_gradient(ctx)})" if ad is not None
-                            else "the hand-written gradient's own differences (symmetry) and the Taylor test")
-    under = "the gradient's derivative (differences of the hand-written gradient)"
+                            else f"the differences of {named} (symmetry) and the Taylor test")
+    under = f"the gradient's derivative (differences of {named})"
     if ctx.autodiff:
         under = "the derivative of gradcli's AD gradient"
 
@@ -200,8 +202,8 @@ def check_second_order(ctx: CheckContext, reference: str) -> Outcome:
         if failed is not None:
             summary["checks"]["gradient_field"] = "mismatch"
             methods["hvp_of_gradient"] = summarize("hvp_of_gradient", "mismatch", np.abs(hg_v - ad_v))
-            return outcome(base=failed, suffix="; the gradient is right at the inputs but not as a function of "
-                                               "them (a cached or frozen quantity?)")
+            guess = "" if framework_under_test(ctx) else " (a cached or frozen quantity?)"
+            return outcome(base=failed, suffix=f"; {named} is right at the inputs but not as a function of them{guess}")
         if unsure:
             undecided.append(under)
         summary["checks"]["gradient_field"] = "undecided" if unsure else "ok"
@@ -224,9 +226,9 @@ def check_second_order(ctx: CheckContext, reference: str) -> Outcome:
         summary["checks"]["symmetry"] = "mismatch"
         methods["symmetry"] = summarize("symmetry", "mismatch", diff)
         return outcome(Verdict("fail", f"second order: the gradient's Jacobian is not symmetric: <v{i}, H v{j}> = "
-                                       f"{a[0, k]:.8g} but <H v{i}, v{j}> = {b[0, k]:.8g}, so the hand-written "
-                                       "gradient is not the gradient of any function (directional differences of "
-                                       "the gradient along random directions)"))
+                                       f"{a[0, k]:.8g} but <H v{i}, v{j}> = {b[0, k]:.8g}, so {named} is not the "
+                                       "gradient of any function (directional differences of the gradient along "
+                                       "random directions)"))
     if und.any():
         undecided.append("the symmetry of the gradient's Jacobian")
     summary["checks"]["symmetry"] = "undecided" if und.any() else "ok"
@@ -252,7 +254,7 @@ def check_second_order(ctx: CheckContext, reference: str) -> Outcome:
         if ad is not None:
             ref, err, ref_text = ad[0], ad[1], f"the derivative of {_ad_gradient(ctx)} (the Hessian)"
         else:
-            ref, err, ref_text = hg_v, hg_e, "the derivative of the hand-written gradient"
+            ref, err, ref_text = hg_v, hg_e, f"the derivative of {named}"
         failed, unsure = _disagreement(ctx, what, ref_text, got, ref, err, zero_scale)
         if failed is not None:
             summary["checks"]["hvp"] = "mismatch"
@@ -330,13 +332,19 @@ def hv_under_test(ctx: CheckContext):
 #: the framework's own derivative of its vjp: (method name, what it is called in messages)
 FRAMEWORK_HVP = {"torch": ("double_backward", "torch's double backward"),
                  "jax": ("vjp_of_vjp", "JAX's vjp of its vjp")}
-#: what leaves the cotangent out of a framework's vjp
-CONSTANT_COTANGENT = {"torch": "g.detach(), g.data, or g used under torch.no_grad()",
-                      "jax": "jax.lax.stop_gradient on the cotangent"}
-#: what makes a framework's vjp right at the point and wrong as a function of it
-FROZEN_TERM = {"torch": "a term under torch.no_grad(), .detach() or .data, or a forward intermediate saved for "
-                        "backward, is a constant to torch",
-               "jax": "a term under jax.lax.stop_gradient is a constant to JAX"}
+#: what leaves the cotangent out of a framework's vjp, or differentiates it wrongly
+CONSTANT_COTANGENT = {"torch": "g.detach(), g.data, g used under torch.no_grad(), or a Function called on g whose "
+                               "own backward is wrong",
+                      "jax": "jax.lax.stop_gradient on the cotangent, or a custom_vjp/custom_jvp function called on "
+                             "it whose own rule is wrong"}
+#: why the framework's derivative of its vjp goes wrong: it differentiates the backward's own operations, so
+#: a term it takes for a constant, or an operation whose own rule is wrong, is what it gets wrong
+FROZEN_TERM = {"torch": "torch's double backward differentiates the backward's operations: does it take a term "
+                        "for a constant (under torch.no_grad(), .detach() or .data, or a forward intermediate saved "
+                        "for backward), or call a Function whose own backward is wrong?",
+               "jax": "JAX's vjp of its vjp differentiates the bwd's operations: does it take a term for a "
+                      "constant (under jax.lax.stop_gradient), or call a custom_vjp/custom_jvp function whose own "
+                      "rule is wrong?"}
 
 
 def framework_label(ctx) -> tuple:
@@ -410,5 +418,5 @@ def _cotangent(ctx, what: str, dirs: list, jv: np.ndarray):
     return Verdict("fail", f"second order: {what} is wrong along the cotangent direction: d/dw <J^T w, v> must be "
                            f"J v (a vjp is linear in its cotangent w), but {where}(random direction {j}) J v = "
                            f"{ref[j, i]:.8g} by differences of f and {what} gives {jv[j, i]:.8g} "
-                           f"({int(bad.sum())} of {bad.size} entries disagree): the backward does not "
-                           f"differentiate through its cotangent ({hint}?)"), False, diff
+                           f"({int(bad.sum())} of {bad.size} entries disagree): the backward's derivative "
+                           f"along its cotangent is wrong ({hint}?)"), False, diff

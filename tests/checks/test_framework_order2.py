@@ -161,6 +161,49 @@ def test_a_saved_forward_intermediate_fails_order_two():
     assert "a forward intermediate saved for backward" in r.message
 
 
+class SquareWrongBackward(Square):
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 3 * g * x
+
+
+class CubeThroughAWrongFunction(torch.autograd.Function):
+    """Right at first order, but its backward squares x with a Function whose own backward is wrong (3x
+    for 2x): torch's double backward goes through that rule. Nothing is detached."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 3
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 3 * SquareWrongBackward.apply(x) * g
+
+
+class CubeWiggle(CubeThroughAWrongFunction):
+    """A backward off by 1e-7 sin(1e5 x): right at the inputs to 1e-7, its derivative off by 1e-2."""
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return (3 * x * x + 1e-7 * torch.sin(1e5 * x).detach()) * g
+
+
+def test_order_two_hints_name_what_was_checked_and_only_the_frameworks_causes():
+    for cls in (CubeThroughAWrongFunction, CubeWiggle):
+        assert not _gradgradcheck(cls) and _check(cls).status == "pass", cls.__name__
+    r = _check(CubeThroughAWrongFunction, order=2)
+    assert r.status == "fail" and "torch's double backward" in r.message, r.message
+    assert "call a Function whose own backward is wrong" in r.message and "stop_gradient" not in r.message
+    r = _check(CubeWiggle, order=2)
+    assert r.status == "fail" and "differences of torch's backward" in r.message, r.message
+    assert "torch's backward is right at the inputs but not as a function of them" in r.message
+    assert "hand-written" not in r.message and "cached or frozen" not in r.message
+
+
 def test_a_detached_grad_output_fails_in_the_cotangent_direction():
     assert not _gradgradcheck(CubeDetachedGradOut)
     assert _check(CubeDetachedGradOut).status == "pass"
@@ -267,11 +310,18 @@ def rule(bwd):
 
 
 sg = jax.lax.stop_gradient
+square = jax.custom_vjp(lambda x: x * x)
+square.defvjp(lambda x: (x * x, x), lambda x, g: (3 * x * g,))
 cases = {
     "right": rule(lambda r, g: (g[:, None] * 3 * r[0] ** 2 * r[1], jnp.sum(g[:, None] * r[0] ** 3, 0))),
     "stopped_input": rule(lambda r, g: (g[:, None] * 3 * sg(r[0]) ** 2 * r[1], jnp.sum(g[:, None] * r[0] ** 3, 0))),
     "stopped_cotangent": rule(lambda r, g: (sg(g)[:, None] * 3 * r[0] ** 2 * r[1],
                                             jnp.sum(sg(g)[:, None] * r[0] ** 3, 0))),
+    # the bwd squares x with a custom_vjp whose own rule is wrong (3x for 2x); nothing is stopped
+    "inner_rule": rule(lambda r, g: (g[:, None] * 3 * square(r[0]) * r[1], jnp.sum(g[:, None] * r[0] ** 3, 0))),
+    # off by 1e-7 sin(1e5 x): right at the inputs, its derivative off by 1e-2
+    "wiggle": rule(lambda r, g: (g[:, None] * (3 * r[0] ** 2 + 1e-7 * sg(jnp.sin(1e5 * r[0]))) * r[1],
+                                 jnp.sum(g[:, None] * r[0] ** 3, 0))),
 }
 x = jax.random.normal(jax.random.PRNGKey(0), (3, 4))
 w = jax.random.normal(jax.random.PRNGKey(1), (4,))
@@ -320,3 +370,13 @@ def test_jax_stop_gradient_in_bwd_fails_order_two_as_check_grads_does(jax_result
     r = jax_results["stopped_cotangent"]
     assert r["check_grads"] == "fail" and r["order1"] == "pass"
     assert r["order2"] == "fail" and "cotangent direction" in r["message"], r["message"]
+
+
+def test_jax_order_two_hints_name_what_was_checked_and_only_jaxs_causes(jax_results):
+    for name in ("inner_rule", "wiggle"):
+        r = jax_results[name]
+        assert r["check_grads"] == "fail" and r["order1"] == "pass" and r["order2"] == "fail", (name, r["message"])
+        assert "hand-written" not in r["message"] and "cached or frozen" not in r["message"], r["message"]
+        assert "torch" not in r["message"], r["message"]
+    assert "call a custom_vjp/custom_jvp function whose own rule is wrong" in jax_results["inner_rule"]["message"]
+    assert "JAX's vjp is right at the inputs but not as a function of them" in jax_results["wiggle"]["message"]
