@@ -11,8 +11,11 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import gradcli
 from gradcli.cli import main
+from gradcli.core.primitives import PRIMITIVES
 from tests.strategies import expressions
+from tests.test_table_walk import extreme_candidates, inside, mp_float, representable, sympy_derivatives, sym_args
 
 RUNNER = CliRunner()
 FUZZ = settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -156,3 +159,24 @@ def model_behaviour_ends_cleanly(tmp_path, behaviour, shape):
         assert statuses == ["pass"], doc
     if behaviour in ("wrong", "raises", "shape", "none", "ragged", "complex") and shape not in ("(0,)",):
         assert statuses and statuses[0] in ("fail", "error"), (behaviour, doc)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from(sorted(n for n, p in PRIMITIVES.items() if p.public)), data=st.data())
+def test_extreme_arguments_through_the_table(name, data):
+    """One function of the table at extreme arguments (+-1e-300 ... 1e300, for two arguments mixed with
+    +-1.5): where the value and the derivative are normal floats, forward and reverse mode agree with
+    sympy, and with mpmath's value of sympy's derivative, whatever intermediate a partial's form has."""
+    prim = PRIMITIVES[name]
+    args = data.draw(st.sampled_from(extreme_candidates(prim.arity)))
+    syms = sym_args(prim)
+    value = mp_float(prim.sympy(*syms), syms, args)
+    ds = [mp_float(d, syms, args) for d in sympy_derivatives(prim, syms)]
+    if not inside(prim, args) or value is None or not representable(value) or \
+            not all(d is not None and representable(d) for d in ds):
+        return
+    at = {f"v{k}": a for k, a in enumerate(args)}
+    r = gradcli.grad(f"{name}({', '.join(at)})", methods=["forward", "reverse", "symbolic"], **at)
+    assert r.status == "agree", (name, args, r.status, r.message)
+    for k, d in enumerate(ds):
+        assert abs(r.gradient[f"v{k}"] - d) <= 1e-11 * abs(d), (name, args, k, r.gradient, d)
