@@ -294,3 +294,34 @@ def test_hand_written_gradients_with_tensors_are_checked_against_torch_and_the_d
     assert {m.input for m in r[2].mismatches} == {"x"}
     with pytest.raises(BadInput, match="own gradients"):
         build_spec(Gelu.apply, grad=lambda x: x, x=(3,))
+
+
+class SinOffAtOne(torch.autograd.Function):
+    """sin, whose backward is 1e-5 off (relative) at element 7 only."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.sin(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        d = torch.cos(x).clone()
+        d[7] *= 1 + 1e-5
+        return g * d
+
+
+def test_fast_mode_states_what_it_can_miss():
+    def inside(x):
+        return SinOffAtOne.apply(x) * 2.0
+
+    r = run(inside, x=(400,), framework="torch", mode="fast")
+    # the identity <u, J^T v> = <J u, v> sums 400 terms: 1e-5 at one of them is below its resolution
+    # (rtol sqrt(n) = 2e-5), which the message states
+    assert "resolution: one element of 400 wrong by less than about 2e-05" in r.message, r.message
+    alone = run(SinOffAtOne.apply, x=(400,), mode="fast")  # element by element against torch's AD of forward
+    assert alone.status == "fail" and "x[7]" in alone.message
+    with pytest.raises(Exception):  # torch's own gradcheck finds it too
+        torch.autograd.gradcheck(SinOffAtOne.apply, (torch.linspace(0, 1, 10, dtype=torch.float64,
+                                                                    requires_grad=True),), rtol=1e-7, atol=0)
