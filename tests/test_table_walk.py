@@ -208,7 +208,7 @@ def test_numba_cache_fingerprint_follows_the_table(monkeypatch):
 # --- extreme arguments ------------------------------------------------------------------------------
 # Where a derivative is finite and a normal float64, every form of the entry must deliver it: a form
 # with an intermediate that over- or underflows (x*x at |x| = 1e160) reads 0 or inf there although the
-# derivative is representable. The references are sympy's forms evaluated by mpmath at 40 digits.
+# derivative is representable. The references are sympy's forms evaluated by mpmath (mp_float).
 
 EXTREMES = (1e-300, 1e-160, 1e100, 1e150, 1e300, -1e-300, -1e-160, -1e100, -1e150, -1e300)
 EXTREME_RTOL = 1e-11
@@ -235,8 +235,8 @@ def inside(prim, args):
 
 
 def mp_float(expr, syms, args):
-    """The value at 40 digits, or None where there is none: a form that cancels (1 - tanh(x)**2 at 1e150)
-    can leave 40 digits with garbage, so the value must agree with the one at 120 digits."""
+    """The value at 120 digits, or None where there is none: a form that cancels (1 - tanh(x)**2 at
+    1e150) can leave garbage at 40 digits, so the two must agree."""
     subs = {s: sympy.Rational(float(a)) for s, a in zip(syms, args)}
     try:
         lo, hi = expr.evalf(40, subs=subs), expr.evalf(120, subs=subs)
