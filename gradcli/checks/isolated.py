@@ -33,9 +33,10 @@ def run_files(paths, pattern: str | None, defaults: dict, timeout: float = TIME_
     """Check the model files under ``paths`` (``pattern``: ``-k``), one process per file -> CheckReport.
 
     ``on_output(bytes)`` gets what the model processes write to fds 1 and 2; ``on_error(entry)`` each
-    file error as it is found; ``progress(i, name, total)`` is called before check ``i`` (``total`` grows
-    as files are imported). A stop signal (see gradcli.checks.interrupt) ends the run: the report holds
-    the checks that finished and says it was interrupted."""
+    file error as it is found; ``progress(i, name, total)`` is called before each check, ``i`` the model
+    files done of ``total`` (known from the start, unlike the number of checks). A stop signal (see
+    gradcli.checks.interrupt) ends the run: the report holds the checks that finished and says it was
+    interrupted."""
     if pattern:
         check_pattern(pattern)
     if not AVAILABLE:
@@ -50,7 +51,8 @@ def run_files(paths, pattern: str | None, defaults: dict, timeout: float = TIME_
     wanted = frozenset(os.path.realpath(f) for f in files)
     stopped = False
     try:
-        for path in files:
+        run.files_total = len(files)
+        for run.files_done, path in enumerate(files):
             _FileRun(run, Job(path, wanted, pattern, dict(defaults), timeout)).run()
     except KeyboardInterrupt as exc:
         if not is_user_interrupt(exc):
@@ -87,6 +89,7 @@ class _Run:
         self.errors, self.on_output, self.on_error, self.progress = errors, on_output, on_error, progress
         self.pairs, self.checks, self.planned = [], [], 0
         self.reached = 0  # model files that registered their checks or failed to
+        self.files_done = self.files_total = 0
         self.unreaped = []  # killed model processes not yet waited for (at most MAX_UNREAPED)
 
     def tell(self, entry: dict) -> None:
@@ -156,7 +159,7 @@ class _FileRun:
                 return True
         elif kind == "start" and self.whole.progress is not None:
             i = message[1]
-            self.whole.progress(len(self.whole.checks), self.meta[i]["name"], self.whole.planned)
+            self.whole.progress(self.whole.files_done, self.meta[i]["name"], self.whole.files_total)
         elif kind == "result":
             self.report(message[2])
         elif kind == "import_error":

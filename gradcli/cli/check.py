@@ -184,23 +184,37 @@ def run_files_report(paths, pattern, defaults: dict, limit: float, progress_cons
     """Check the files under ``paths``, each in its own process (gradcli.checks.isolated), the model
     processes' output and the file errors on stderr, a progress bar once it is slow -> CheckReport."""
     started = time.perf_counter() if started is None else started
-    with _Progress(progress_console, started, 0) as progress:
-        return isolated.run_files(paths, pattern, defaults, limit, on_output=_Relay(),
-                                  on_error=lambda e: click.echo(f"error: {e['file']}: {e['message']}", err=True),
-                                  progress=progress)
+    # the bar counts model files, whose number is known from the start; their checks are known only as
+    # each file is imported, so a bar over checks would see its total grow
+    with _Progress(progress_console, started, 0, "files") as progress:
+        relay = _Relay(progress)
+        try:
+            return isolated.run_files(paths, pattern, defaults, limit, on_output=relay,
+                                      on_error=lambda e: progress.write(f"error: {e['file']}: {e['message']}\n"),
+                                      progress=progress)
+        finally:
+            relay.flush()
 
 
 class _Relay:
-    """What model processes write, to stderr as it comes (UTF-8 split across reads is joined first)."""
+    """What model processes write, to stderr as it comes (UTF-8 split across reads is joined first); while a
+    progress bar is shown, whole lines only, written above the bar."""
 
-    def __init__(self):
+    def __init__(self, progress):
         self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self.progress, self.pending = progress, ""
 
     def __call__(self, data: bytes) -> None:
-        text = self.decoder.decode(data)
+        text = self.pending + self.decoder.decode(data)
+        cut = text.rfind("\n") + 1 if self.progress.shown else len(text)
+        self.pending = text[cut:]
+        if cut:
+            self.progress.write(text[:cut])
+
+    def flush(self) -> None:
+        text, self.pending = self.pending + self.decoder.decode(b"", final=True), ""
         if text:
-            sys.stderr.write(text)
-            sys.stderr.flush()
+            self.progress.write(text)
 
 
 def run_report(specs, defaults: dict, errors=(), progress_console=None, started: float | None = None):
@@ -219,15 +233,29 @@ def run_all(specs, defaults: dict, progress_console=None, started: float | None 
 class _Progress:
     """A progress bar on ``progress_console`` once the run has taken PROGRESS_AFTER_S and has more to go."""
 
-    def __init__(self, progress_console, started: float, total: int):
-        self.console, self.started, self.total = progress_console, started, total
+    def __init__(self, progress_console, started: float, total: int, unit: str = "checks"):
+        self.console, self.started, self.total, self.unit = progress_console, started, total, unit
         self.bar = self.task = None
+
+    @property
+    def shown(self) -> bool:
+        return self.bar is not None
+
+    def write(self, text: str) -> None:
+        """``text`` on stderr: above the bar while one is shown (the bar's line is cleared first and drawn
+        again below), else as it is."""
+        if self.bar is None:
+            sys.stderr.write(text)
+            sys.stderr.flush()
+            return
+        self.bar.console.print(text, end="", markup=False, highlight=False, emoji=False, soft_wrap=True)
+        self.bar.refresh()
 
     def __enter__(self):
         return self
 
     def __call__(self, i: int, spec, total: int | None = None) -> None:
-        """Before check ``i`` (a CheckSpec, or its name); ``total`` grows as model files are imported."""
+        """Before a check (a CheckSpec, or its name): ``i`` of ``total`` done, counted in ``self.unit``."""
         if self.console is None:
             return
         if total is not None:
@@ -238,9 +266,9 @@ class _Progress:
 
             # no refresh thread: model processes are forked from this one, and a fork must not copy
             # a thread that may hold the console's lock
-            self.bar = Progress(TextColumn("checking"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                                TextColumn("{task.description}"), TimeElapsedColumn(),
-                                console=self.console, transient=True, auto_refresh=False)
+            count = TextColumn(f"{{task.completed}}/{{task.total}} {self.unit}")
+            self.bar = Progress(TextColumn("checking"), BarColumn(), count, TextColumn("{task.description}"),
+                                TimeElapsedColumn(), console=self.console, transient=True, auto_refresh=False)
             self.bar.start()
             self.task = self.bar.add_task("", total=self.total, completed=i)
         if self.bar is not None:

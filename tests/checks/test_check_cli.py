@@ -175,6 +175,27 @@ def test_progress_bar_appears_once_a_run_is_slow(tmp_path, fake, monkeypatch):
     assert buf.getvalue() == ""
 
 
+def test_a_folders_progress_bar_counts_files_and_error_lines_clear_it(tmp_path, fake, monkeypatch):
+    cli_check = importlib.import_module("gradcli.cli.check")  # gradcli.cli.check is also the command
+
+    fake_model(tmp_path / "a.py", a1="pass", a2="pass", a3="pass")
+    (tmp_path / "b.py").write_text("import gradcli\nraise ImportError('no module named torch here')\n")
+    fake_model(tmp_path / "c.py", c1="pass", c2="pass", c3="pass", c4="pass", c5="pass")
+    buf = StringIO()
+    monkeypatch.setattr(cli_check, "PROGRESS_AFTER_S", -1.0)
+    report = cli_check.run_files_report([str(tmp_path)], None, {}, 60.0,
+                                        Console(file=buf, force_terminal=True, width=100))
+    assert len(report.checks) == 8 and len(report.errors) == 1
+    text = buf.getvalue()
+    # the import error came while the bar was shown: on a line of its own, never after the bar's text
+    assert "error: " in text and "no module named torch here" in text
+    assert not re.search(r"checking[^\r\n]*error:", text), text
+    assert text.count("error: ") == 1
+    # the total is the number of model files from the first frame to the last (was checks: 3, then 8)
+    totals = set(re.findall(r"\d+/(\d+) files", text))
+    assert totals == {"3"}, text
+
+
 def test_junit_is_valid_xml_written_atomically(tmp_path, fake):
     f = fake_model(tmp_path / "models" / "m.py", good="pass", bad="fail", boom="error", kink="nondifferentiable")
     out = tmp_path / "report.xml"
