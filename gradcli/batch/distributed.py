@@ -46,13 +46,36 @@ def connect(dask):
                        f"got {type(dask).__name__}")
     address = dask.strip()
     _check_address(address, distributed)
+    _quiet_logs()
     try:
         client = distributed.Client(address, timeout=CONNECT_TIMEOUT, set_as_default=False)
     except (OSError, TimeoutError) as exc:
+        _restore_logs()
         raise BadInput(f"--dask {address}: no Dask scheduler answered there ({_one_line(exc)})") from None
     except Exception as exc:  # noqa: BLE001 - a transport misconfigured in a way _check_transport does not know
+        _restore_logs()
         raise BadInput(f"--dask {address}: cannot connect ({type(exc).__name__}: {_one_line(exc)})") from None
     return client, True
+
+
+#: distributed's loggers' levels from before a client of gradcli's own was opened (see _quiet_logs)
+_saved_levels: list = []
+
+
+def _quiet_logs() -> None:
+    # a scheduler lost mid-run makes distributed log its reconnection attempts and their tracebacks
+    # (some 35 lines) before gradcli's own one line says the same; quiet only while our client lives.
+    # Dask's configuration gives some of its loggers (distributed.client) levels of their own.
+    names = ["distributed", *(n for n in logging.root.manager.loggerDict if n.startswith("distributed."))]
+    _saved_levels.append({n: logging.getLogger(n).level for n in names})
+    for n in names:
+        logging.getLogger(n).setLevel(logging.CRITICAL)
+
+
+def _restore_logs() -> None:
+    if _saved_levels:
+        for n, level in _saved_levels.pop().items():
+            logging.getLogger(n).setLevel(level)
 
 
 def _check_address(address: str, distributed) -> None:
@@ -97,6 +120,8 @@ def close(client) -> None:
         client.close(timeout=CONNECT_TIMEOUT)
     except (OSError, TimeoutError):  # the scheduler is gone already
         pass
+    finally:
+        _restore_logs()
 
 
 def _worker_facts():

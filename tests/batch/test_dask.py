@@ -130,6 +130,22 @@ def test_no_scheduler_at_the_address_is_one_line_and_exit_2_within_the_timeout(m
     assert strict_json(r.stdout)["error"].startswith("--dask")
 
 
+def test_distributeds_own_logs_are_quiet_while_a_client_of_gradclis_own_lives(cluster):
+    # a scheduler lost mid-run made distributed.client log ~35 lines of tracebacks before gradcli's one
+    # line; they say nothing that line does not, and are quiet only while gradcli's client is open
+    import logging
+    from gradcli.batch import distributed as bd
+
+    loggers = [logging.getLogger(n) for n in ("distributed", "distributed.client", "distributed.core")]
+    before = [lg.level for lg in loggers]
+    client, owned = bd.connect(cluster.scheduler_address)
+    try:
+        assert owned and not any(lg.isEnabledFor(logging.ERROR) for lg in loggers)
+    finally:
+        bd.close(client)
+    assert [lg.level for lg in loggers] == before and all(lg.isEnabledFor(logging.ERROR) for lg in loggers)
+
+
 def test_a_scheduler_without_workers_is_bad_input(monkeypatch):
     distributed = pytest.importorskip("distributed")
     from gradcli.batch import distributed as bd
