@@ -70,6 +70,19 @@ def test_a_model_that_cannot_be_imported_is_a_collection_error(pytester):
     result.stdout.fnmatch_lines(["*broken.py*RuntimeError: oops*"])
 
 
+def test_a_model_needing_a_framework_that_is_not_installed_fails_naming_the_extra_and_others_run(pytester):
+    # what `import torch` raises where torch is not installed (torch is installed here)
+    pytester.makepyfile(
+        needs_torch="import gradcli\nraise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n",
+        needs_jax="import gradcli\nraise ModuleNotFoundError(\"No module named 'jax'\", name='jax.numpy')\n")
+    pytester.makepyfile(good=MODEL)
+    result = pytester.runpytest("--gradcli", ".", *QUICK)
+    result.assert_outcomes(passed=1, failed=3)  # cube passes, square fails; no collection error
+    result.stdout.fnmatch_lines(["*jax is not installed; this file needs it: pip install 'gradcli[[]jax[]]'*",
+                                 "*torch is not installed; this file needs it: pip install 'gradcli[[]torch[]]'*"])
+    assert "Interrupted" not in result.stdout.str() and "Traceback" not in result.stdout.str()
+
+
 def test_the_marker_runs_checks_in_a_test(pytester):
     pytester.mkdir("models").joinpath("m.py").write_text(MODEL)
     pytester.makepyfile(test_models='''

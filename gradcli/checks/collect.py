@@ -206,6 +206,10 @@ def import_error(path: str, exc: BaseException) -> dict:
         frame = own[-1] if own else (user[-1] if user else None)
         if frame is not None:
             line, source = frame.lineno, (frame.line or "").strip()
+    extra = _missing_framework(exc)
+    if extra is not None:  # no traceback's line: the fix is an install, not an edit
+        return file_error(path, f"cannot import: {exc.name.split('.')[0]} is not installed; this file needs it: "
+                                f"pip install 'gradcli[{extra}]'")
     if isinstance(exc, BadInput):  # gradcli.check refused the registration: the user's mistake, said plainly
         text = f"bad check: {message}"
     elif isinstance(exc, SystemExit):
@@ -218,6 +222,25 @@ def import_error(path: str, exc: BaseException) -> dict:
     if line is not None:
         text += f" (line {line}{': ' + source if source else ''})"
     return file_error(path, text, line=line)
+
+
+#: The frameworks gradcli checks, by the top-level module a model file imports -> the extra that installs it.
+FRAMEWORK_EXTRAS = {"torch": "torch", "jax": "jax", "jaxlib": "jax"}
+_NEEDS_EXTRA = re.compile(r"^cannot import: \S+ is not installed; this file needs it: pip install 'gradcli\[(\w+)\]'$")
+
+
+def _missing_framework(exc: BaseException) -> str | None:
+    """The extra to install where ``exc`` is a framework gradcli supports not being installed, else None."""
+    if not isinstance(exc, ModuleNotFoundError) or not isinstance(exc.name, str):
+        return None
+    return FRAMEWORK_EXTRAS.get(exc.name.split(".")[0])
+
+
+def needs_extra(entry: dict) -> str | None:
+    """The extra a file error asks to install (a framework that is not installed), else None: such a file
+    is the install's problem, not the file's, and the pytest plugin reports it as a failing test."""
+    found = _NEEDS_EXTRA.match(entry.get("message", ""))
+    return found.group(1) if found else None
 
 
 def _one_line(exc: BaseException) -> str:

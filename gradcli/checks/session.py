@@ -14,13 +14,14 @@ from typing import Callable
 
 from gradcli.core.errors import BadInput
 from gradcli.checks import config
-from gradcli.checks.collect import check_pattern, collect, find_files
+from gradcli.checks.collect import check_pattern, collect, find_files, needs_extra
 from gradcli.checks.interrupt import is_user_interrupt
 from gradcli.core.signals import interrupted, watching_signals
 from gradcli.checks.result import CheckReport, CheckResult
 from gradcli.checks.runner import run_check
 
-__all__ = ["CheckReport", "check_pattern", "collect", "find_files", "load_defaults", "run_checks", "run_one", "watching_signals"]
+__all__ = ["CheckReport", "check_pattern", "collect", "find_files", "load_defaults", "needs_extra", "run_checks",
+           "run_one", "watching_signals"]
 
 
 def load_defaults(path) -> dict:

@@ -292,6 +292,18 @@ def test_an_import_error_does_not_stop_the_other_files(tmp_path, fake):
     assert len(r.stderr.splitlines()) == 1
 
 
+def test_a_model_needing_a_framework_that_is_not_installed_is_one_line_and_the_others_run(tmp_path, fake):
+    # what `import torch` raises where torch is not installed (it is installed here)
+    (tmp_path / "a_torch.py").write_text(
+        "import gradcli\nraise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n")
+    fake_model(tmp_path / "b.py", good="pass")
+    r = check(tmp_path)
+    assert r.exit_code == 2 and "PASS" in r.stdout and "good" in r.stdout
+    assert r.stderr.splitlines() == [
+        f"error: {tmp_path / 'a_torch.py'}: cannot import: torch is not installed; this file needs it: "
+        "pip install 'gradcli[torch]'"]
+
+
 def test_a_file_that_registers_nothing_is_exit_2(tmp_path, fake):
     f = tmp_path / "empty.py"
     f.write_text("import gradcli\n")

@@ -158,6 +158,28 @@ def test_files_that_register_nothing_and_paths_that_do_not_exist(tmp_path):
     assert any("registers no checks" in m for m in messages)
 
 
+@pytest.mark.parametrize("module, extra", [("torch", "torch"), ("jax.numpy", "jax"), ("jaxlib", "jax")])
+def test_a_framework_that_is_not_installed_is_one_line_naming_the_extra(tmp_path, module, extra):
+    # what `import torch` raises where torch is not installed (it is installed here)
+    (tmp_path / "needs.py").write_text(
+        f"import gradcli\nraise ModuleNotFoundError(\"No module named '{module}'\", name={module!r})\n")
+    model(tmp_path / "m.py", "loss")
+    specs, errors = collect([tmp_path])
+    assert [s.name for s in specs] == ["loss"]  # the other files still run
+    top = module.split(".")[0]
+    assert [e["message"] for e in errors] == [
+        f"cannot import: {top} is not installed; this file needs it: pip install 'gradcli[{extra}]'"]
+    assert collecting.needs_extra(errors[0]) == extra
+
+
+def test_another_missing_module_is_an_ordinary_import_error(tmp_path):
+    f = tmp_path / "needs.py"
+    f.write_text("import gradcli\nimport no_such_module_for_gradcli\n")
+    specs, errors = collect([f])
+    assert specs == [] and errors[0]["message"].startswith("cannot import: ModuleNotFoundError")
+    assert collecting.needs_extra(errors[0]) is None
+
+
 def test_pattern_filters_after_collection(tmp_path):
     model(tmp_path / "mlp.py", "mlp_loss", "mlp_bias")
     model(tmp_path / "attn.py", "attention")
