@@ -300,3 +300,119 @@ def gradient_of(t) -> np.ndarray:
     """A gradient tensor as float64 (complex128) numpy."""
     t = t.detach().cpu()
     return (t.cdouble() if t.is_complex() else t.double()).numpy()
+
+
+def functions_in(torch, out) -> list:
+    """The torch.autograd.Function classes whose backward the graph of ``out`` runs, in the order met."""
+    found, seen, todo = [], set(), [getattr(t, "grad_fn", None) for t in (out if isinstance(out, (tuple, list))
+                                                                           else (out,))]
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        cls = getattr(node, "_forward_cls", None)
+        if isinstance(cls, type) and cls not in found:
+            found.append(cls)
+        todo.extend(n for n, _ in node.next_functions)
+    return found
+
+
+class ForwardRules:
+    """While entered, every Function in ``classes`` is differentiated by torch's autograd of its forward
+    (its inputs kept on ctx): a reference independent of the backwards inside a function or module."""
+
+    def __init__(self, torch, classes: list, takes_ctx):
+        self.torch, self.classes, self.takes_ctx, self.saved = torch, classes, takes_ctx, []
+
+    def __enter__(self):
+        for cls in self.classes:
+            own = {k: cls.__dict__[k] for k in ("forward", "setup_context", "backward", "vjp") if k in cls.__dict__}
+            self.saved.append((cls, own))
+            forward = cls.forward
+            if self.takes_ctx(cls):
+                def keep(ctx, *args, _f=forward):
+                    ctx.gradcli_args = args
+                    return _f(ctx, *args)
+                cls.forward = staticmethod(keep)
+                primal = lambda *a, _f=forward: _f(StandInCtx(len(a)), *a)
+            else:
+                setup = cls.setup_context
+
+                def keep_setup(ctx, inputs, output, _s=setup):
+                    ctx.gradcli_args = tuple(inputs)
+                    return _s(ctx, inputs, output)
+                cls.setup_context = staticmethod(keep_setup)
+                primal = forward
+            cls.backward = staticmethod(lambda ctx, *g, _p=primal: self._backward(_p, ctx.gradcli_args, g))
+            cls.vjp = staticmethod(self.torch.autograd.Function.vjp)  # torch refuses a class with both
+        return self
+
+    def __exit__(self, *exc):
+        for cls, own in reversed(self.saved):
+            for k in ("forward", "setup_context", "backward", "vjp"):
+                if k in own:
+                    setattr(cls, k, own[k])
+                elif k in cls.__dict__:
+                    delattr(cls, k)
+        self.saved = []
+
+    def _backward(self, primal, args, grads):
+        torch = self.torch
+        with torch.enable_grad():
+            ins = [a.detach().requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                   for a in args]
+            out = primal(*ins)
+            outs = out if isinstance(out, (tuple, list)) else (out,)
+            pairs = [(o, g) for o, g in zip(outs, grads)
+                     if isinstance(o, torch.Tensor) and o.requires_grad and g is not None]
+            live = [a for a in ins if isinstance(a, torch.Tensor) and a.requires_grad]
+            got = iter(torch.autograd.grad([o for o, _ in pairs], live, [g for _, g in pairs], allow_unused=True)
+                       if pairs and live else [None] * len(live))
+        return tuple(next(got) if isinstance(a, torch.Tensor) and a.requires_grad else None for a in ins)
+
+
+class RulesAD:
+    """A PrimalAD whose backward sweeps run with the ForwardRules that built it in place."""
+
+    method = PrimalAD.method
+
+    def __init__(self, ad, rules):
+        self.ad, self.rules, self.label, self.value = ad, rules, ad.label, ad.value
+
+    def vjp(self, w) -> dict:
+        with self.rules:
+            return self.ad.vjp(w)
+
+    def gradient(self) -> dict:
+        with self.rules:
+            return self.ad.gradient()
+
+
+def forward_rules_ad(torch, out, target, base: dict, wrt: list, output, seed: int, takes_ctx):
+    """torch's autograd of ``target`` with the backward of every Function in ``out``'s graph replaced by
+    autograd of its forward (a RulesAD), or None where the graph runs no Function's backward."""
+    classes = functions_in(torch, out)
+    if not classes:
+        return None
+    rules = ForwardRules(torch, classes, takes_ctx)
+    label = f"torch's autograd with the forward of {', '.join(c.__name__ for c in classes)} differentiated"
+    with rules:
+        ad = PrimalAD(torch, target, base, wrt, output, seed, label)
+    return RulesAD(ad, rules)
+
+
+def dtypes_made(torch, run) -> set:
+    """The float dtypes of what ``run()`` makes under autograd: its outputs and every tensor saved for
+    the backward (an operation autocast lowered saves its lowered operands)."""
+    seen = set()
+
+    def pack(t):
+        if isinstance(t, torch.Tensor) and t.is_floating_point():
+            seen.add(str(t.dtype).replace("torch.", ""))
+        return t
+    with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = run()
+    for t in out if isinstance(out, (tuple, list)) else (out,):
+        pack(t)
+    return seen

@@ -19,7 +19,8 @@ import numpy as np
 from gradcli.core.errors import BadInput
 from gradcli.checks.binding import bind, call_bound, selected, signature_parameters
 from gradcli.checks.torch_parts import (
-    LoadedModule, PrimalAD, StandInCtx, dtype_mismatch, first_line, function_jvp, gradient_of, like, overrides,
+    LoadedModule, PrimalAD, StandInCtx, dtype_mismatch, dtypes_made, first_line, forward_rules_ad, function_jvp,
+    gradient_of, like, overrides,
     raise_if_once_differentiable, reseed, rounded, same_again, tensor_of, to_numpy, watched)
 from gradcli.checks.under_test import Finding, gradient_as_vjp
 from gradcli.checks.context import EPS, Verdict, coarsest
@@ -355,16 +356,7 @@ class _Target:
         """The coarsest float dtype of what one forward under autocast made: its outputs and every tensor
         saved for the backward (an operation autocast lowered saves its lowered operands, so its rounding
         reaches the gradient), a Function's own saved tensors included."""
-        torch, seen = self.torch, set()
-
-        def pack(t):
-            if isinstance(t, torch.Tensor) and t.is_floating_point():
-                seen.add(str(t.dtype).replace("torch.", ""))
-            return t
-        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            out, _, _ = self._forward(self.inputs, self.wrt_of(self.inputs), select=False)
-        for t in out if isinstance(out, (tuple, list)) else (out,):
-            pack(t)
+        seen = dtypes_made(self.torch, lambda: self._forward(self.inputs, self.wrt_of(self.inputs), select=False)[0])
         return coarsest(*[d for d in seen if d in EPS] or [str(self.run_dtype).replace("torch.", "")])
 
     def double_backward(self, v: dict, w, /, **kw):
@@ -427,7 +419,25 @@ class _Target:
         if self.hand is not None and not self.module_names:  # torch's own gradient beside the hand-written one
             return PrimalAD(torch, lambda values: call_bound(self.spec.fn, bound, values), base, list(wrt),
                             self.output, self.seed, "torch's autograd")
-        return None  # a function's or module's own autograd is what is checked: no second opinion
+        return self._rules_inside(base, wrt)
+
+    def _rules_inside(self, base, wrt):
+        """For a function or module whose graph runs a Function's backward: torch's autograd of the whole
+        target with each such backward replaced by autograd of its forward, so that a rule wrong at one
+        element of many is compared element by element (fast mode's identity alone sums them all);
+        None where no Function is met (its own autograd is what is checked: no second opinion)."""
+        torch = self.torch
+        with torch.enable_grad():
+            out, _, _ = self._forward(base, list(wrt), torch.float64, select=False)
+        if self.module_names:
+            module = self.modules[torch.float64].module
+            names = self.module_names
+            target = lambda values: call_bound(
+                lambda *a, **k: torch.func.functional_call(module, {n: values[n] for n in names}, a, k),
+                self.bound, {k: v for k, v in values.items() if k not in names})
+        else:
+            target = lambda values: call_bound(self.spec.fn, self.bound, values)
+        return forward_rules_ad(torch, out, target, base, list(wrt), self.output, self.seed, _forward_takes_ctx)
 
 
 def _not_twice(name: str, exc: Exception | None) -> str:

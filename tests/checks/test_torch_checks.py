@@ -313,15 +313,33 @@ class SinOffAtOne(torch.autograd.Function):
 
 
 def test_fast_mode_states_what_it_can_miss():
-    def inside(x):
-        return SinOffAtOne.apply(x) * 2.0
+    r = run(lambda x: torch.sin(x) * 2.0, x=(400,), framework="torch", mode="fast")
+    # its own autograd is what is checked: the identity <u, J^T v> = <J u, v> alone decides, summing 400
+    # terms, and says what it can miss
+    assert r.status == "pass" and "resolution: one element of 400 wrong by less than about 2e-05" in r.message
 
-    r = run(inside, x=(400,), framework="torch", mode="fast")
-    # the identity <u, J^T v> = <J u, v> sums 400 terms: 1e-5 at one of them is below its resolution
-    # (rtol sqrt(n) = 2e-5), which the message states
-    assert "resolution: one element of 400 wrong by less than about 2e-05" in r.message, r.message
-    alone = run(SinOffAtOne.apply, x=(400,), mode="fast")  # element by element against torch's AD of forward
-    assert alone.status == "fail" and "x[7]" in alone.message
-    with pytest.raises(Exception):  # torch's own gradcheck finds it too
+
+class Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.linspace(0.5, 1.5, 400, dtype=torch.float64))
+
+    def forward(self, x):
+        return SinOffAtOne.apply(x * self.w)
+
+
+def test_a_function_inside_a_function_or_module_is_compared_element_by_element():
+    # 1e-5 at one element of 400 is below the identity's resolution (2e-5): torch's autograd of the
+    # Function's forward is the reference element by element, as for the Function checked alone
+    with pytest.raises(Exception):  # torch's own gradcheck finds the defect
         torch.autograd.gradcheck(SinOffAtOne.apply, (torch.linspace(0, 1, 10, dtype=torch.float64,
                                                                     requires_grad=True),), rtol=1e-7, atol=0)
+    alone = run(SinOffAtOne.apply, x=(400,), mode="fast")
+    assert alone.status == "fail" and "x[7]" in alone.message
+    inside = run(lambda x: SinOffAtOne.apply(x) * 2.0, x=(400,), framework="torch", mode="fast")
+    assert inside.status == "fail" and "x[7]" in inside.message, inside.message
+    assert "forward of SinOffAtOne differentiated" in inside.message
+    module = run(Scaled(), x=(400,), mode="fast")
+    assert module.status == "fail" and "x: 1 of 400, w: 1 of 400" in module.message, module.message
+    assert "SinOffAtOne" in SinOffAtOne.backward.__qualname__  # its own backward is back in place
+    assert run(lambda x: Gelu.apply(x) * 2.0, x=(400,), framework="torch", mode="fast").status == "pass"
