@@ -297,7 +297,8 @@ def test_hand_written_gradients_with_tensors_are_checked_against_torch_and_the_d
 
 
 class SinOffAtOne(torch.autograd.Function):
-    """sin, whose backward is 1e-5 off (relative) at element 7 only."""
+    """sin, whose backward is ``off`` (relative) off at element ``at`` only."""
+    at, off = 7, 1e-5
 
     @staticmethod
     def forward(ctx, x):
@@ -308,8 +309,41 @@ class SinOffAtOne(torch.autograd.Function):
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         d = torch.cos(x).clone()
-        d[7] *= 1 + 1e-5
+        d[ctx._forward_cls.at] *= 1 + ctx._forward_cls.off
         return g * d
+
+
+class SinOffEverywhere(SinOffAtOne):
+    at, off = slice(None), 1e-2
+
+
+def test_a_backward_wrong_at_every_finite_element_fails_next_to_a_nan():
+    x = torch.tensor([0.3, float("nan"), 1.2], dtype=torch.float64)
+    r = run(SinOffEverywhere.apply, x=x)
+    assert r.status == "fail" and "x[0]" in r.message
+    assert any("x[1]: the input is nan" in n for n in r.notes)
+    # torch's own gradcheck agrees on the finite elements
+    with pytest.raises(Exception):
+        torch.autograd.gradcheck(SinOffEverywhere.apply, (x[[0, 2]].clone().requires_grad_(),))
+
+
+class GeluOff(Gelu):
+    @staticmethod
+    def backward(ctx, g):  # 0.5% off: elementwise, so autocast leaves it in float32
+        return Gelu.backward(ctx, g) * 1.005
+
+
+def test_autocast_judges_a_rule_in_the_dtype_its_operations_ran_in():
+    x = torch.linspace(-2, 2, 12, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(Exception):  # torch's own gradcheck fails it
+        torch.autograd.gradcheck(GeluOff.apply, (x,))
+    for how in ({"dtype": "float32"}, {"autocast": "bf16"}, {"autocast": "fp16"}):
+        r = run(GeluOff.apply, x=(3, 4), **how)
+        assert r.status == "fail" and r.dtype == "float32", (how, r.message)
+    # a matmul autocast did lower still gets the autocast dtype's tolerance
+    torch.manual_seed(0)
+    r = run(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Tanh()), x=(2, 4), autocast="bf16")
+    assert r.status == "pass" and r.dtype == "bfloat16"
 
 
 def test_fast_mode_states_what_it_can_miss():
