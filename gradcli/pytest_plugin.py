@@ -60,10 +60,9 @@ def _is_model(file_path, config) -> bool:
     config.stash[_ROOTS] = roots
     if not any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots):
         return False
-    try:
-        return b"gradcli" in file_path.read_bytes()
-    except OSError:
-        return False
+    from gradcli.checks.collect import uses_gradcli  # as gradcli check's walk decides: bounded, regular files
+
+    return uses_gradcli(str(file_path)) is not False  # a message (too large) is reported as the file's error
 
 
 _ROOTS = pytest.StashKey[list]()

@@ -6,6 +6,12 @@ from importlib.metadata import entry_points
 
 import pytest
 
+# pytester runs each inner session in this process and then forgets the modules it imported; numpy's C
+# extensions cannot be loaded twice in a process, so what the inner sessions load is loaded here first
+import numpy.ma  # noqa: E402,F401
+import numpy.random  # noqa: E402,F401
+from gradcli.checks import isolated, session  # noqa: E402,F401
+
 pytest_plugins = ["pytester"]
 # the inner runs need neither hypothesis (a second or more to import in a fresh run) nor a cache
 QUICK = ("-p", "no:hypothesispytest", "-p", "no:cacheprovider")
@@ -81,6 +87,14 @@ def test_a_model_needing_a_framework_that_is_not_installed_fails_naming_the_extr
     result.stdout.fnmatch_lines(["*jax is not installed; this file needs it: pip install 'gradcli[[]jax[]]'*",
                                  "*torch is not installed; this file needs it: pip install 'gradcli[[]torch[]]'*"])
     assert "Interrupted" not in result.stdout.str() and "Traceback" not in result.stdout.str()
+
+
+def test_a_file_that_only_names_gradcli_is_not_taken_for_a_model(pytester):
+    pytester.makepyfile(notes='"""Helpers for the plots of what gradcli check reported."""\nX = 1\n')
+    pytester.makepyfile(good=MODEL)
+    result = pytester.runpytest("--gradcli", ".", *QUICK)
+    result.assert_outcomes(passed=1, failed=1)  # good.py's checks; notes.py is no model file
+    assert "registers no checks" not in result.stdout.str()
 
 
 def test_the_marker_runs_checks_in_a_test(pytester):
