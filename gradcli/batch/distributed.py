@@ -194,29 +194,33 @@ def partials(client, plan, source, chunk: int, work):
     N = int(source.n)
     ranges = ((a, min(N, a + chunk)) for a in range(0, N, chunk))
     tag = uuid.uuid4().hex[:12]
-    shipped, pending = [], deque()
-    try:
-        plan_f = client.scatter(plan, broadcast=True, hash=False)
-        shipped.append(plan_f)
-        sampled = isinstance(source, Sampler)
+    sampled = isinstance(source, Sampler)
+    shipped, pending, sent = [], deque(), {"times": 0}
+
+    def ship():
+        # broadcast: every worker holds the plan (and the sampler) that its tasks read
+        shipped.append(client.scatter(plan, broadcast=True, hash=False, timeout=RESEND_TIMEOUT))
         if sampled:
-            source_f = client.scatter(source, broadcast=True, hash=False)
-            shipped.append(source_f)
+            shipped.append(client.scatter(source, broadcast=True, hash=False, timeout=RESEND_TIMEOUT))
+        sent["times"] += 1
 
-        def submit(a, b):
-            pts = source_f if sampled else source.chunk(a, b)
-            pending.append(client.submit(run_chunk, work, plan_f, pts, a, b, key=f"gradcli-chunk-{tag}-{a}",
-                                         pure=False))
+    def submit(a, b):
+        plan_f, pts = shipped[-2] if sampled else shipped[-1], shipped[-1] if sampled else source.chunk(a, b)
+        pending.append((a, b, client.submit(run_chunk, work, plan_f, pts, a, b, pure=False,
+                                            key=f"gradcli-chunk-{tag}-{sent['times']}-{a}")))
 
+    try:
+        ship()
         for a, b in ranges:
             submit(a, b)
             if len(pending) >= window:
                 break
         while pending:
             try:
-                p = pending[0].result()
+                p = pending[0][2].result()
             except (OSError, CancelledError) as exc:  # the scheduler went away, or cancelled the task
-                raise BadInput(f"--dask: lost the cluster during the run ({_one_line(exc)})") from None
+                _resend(client, exc, sent["times"], ship, submit, pending)
+                continue
             pending.popleft()
             nxt = next(ranges, None)
             if nxt is not None:
@@ -225,9 +229,33 @@ def partials(client, plan, source, chunk: int, work):
     finally:
         if pending or shipped:
             try:
-                client.cancel([*pending, *shipped])
+                client.cancel([*(f for *_, f in pending), *shipped])
             except (OSError, TimeoutError):
                 pass
+
+
+#: Times the plan is sent again after the cluster lost it (a worker restarted by its nanny) in one run.
+RESENDS = 3
+#: Seconds a re-send waits for a worker (a restarted one registers within a few).
+RESEND_TIMEOUT = 30
+
+
+def _resend(client, exc, times: int, ship, submit, pending) -> None:
+    """A worker that held the only copy of what was scattered died (its nanny restarts it at once): the
+    scheduler forgets the plan and cancels every task that reads it. Send it again and resubmit them;
+    with the scheduler itself gone, or after :data:`RESENDS` tries, the run is lost."""
+    lost = BadInput(f"--dask: lost the cluster during the run ({_one_line(exc)})")
+    if times > RESENDS or client.status != "running":
+        raise lost from None
+    again = [(a, b) for a, b, _ in pending]
+    try:
+        client.cancel([f for *_, f in pending])
+        pending.clear()
+        ship()
+    except (OSError, TimeoutError, CancelledError):
+        raise lost from None
+    for a, b in again:
+        submit(a, b)
 
 
 def _one_line(exc) -> str:

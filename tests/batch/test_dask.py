@@ -234,6 +234,26 @@ def test_the_command_line_with_an_address(cluster):
     assert _stats(strict_json(remote.stdout)) == _stats(strict_json(local.stdout))
 
 
+def test_a_worker_restarted_by_its_nanny_mid_run_gets_the_plan_again():
+    # the one worker held the only copy of the scattered plan and sampler: restarted, it loses them, the
+    # scheduler forgets them and cancels the tasks reading them; the run sends them again and goes on
+    distributed = pytest.importorskip("distributed")
+
+    kw = dict(n=8000, domain=DOMAIN, seed=5, chunk=1000)
+    local = gradcli.grad_batch(EXPR, **kw).to_dict()
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0") as c, \
+            distributed.Client(c, set_as_default=False) as client:
+        restarted = []
+
+        def progress(done, total):
+            if not restarted:
+                restarted.append(done)
+                client.restart_workers(list(client.scheduler_info()["workers"]))
+
+        remote = gradcli.grad_batch(EXPR, dask=client, progress=progress, **kw).to_dict()
+    assert restarted and _stats(remote) == _stats(local)
+
+
 def test_worker_processes_rebuild_the_pickled_plan():
     distributed = pytest.importorskip("distributed")
     from gradcli.batch import distributed as bd
