@@ -226,13 +226,18 @@ def build_context(spec, opts: dict, result: CheckResult):
     value, user_grads = called
     if value.size == 0:
         return Verdict("skipped", "the output is empty: nothing to differentiate")
+    mode = opts.get("mode", "auto")
+    if mode == "auto":
+        mode = "full" if value.size * sum(sizes) <= AUTO_FULL_MAX else "fast"
     bad = ~np.isfinite(value)
-    # a nan or inf in some outputs (a nan in a given input) leaves the others to judge: the comparison
-    # reports the elements with no derivative as undefined, and a wrong rule at the rest as a failure
-    if bad.all():
+    # a nan or inf in some outputs (a nan in a given input) leaves the others to judge in full mode: the
+    # comparison reports the entries with no derivative as undefined, and a wrong rule at the rest as a
+    # failure; fast mode's random directions and cotangents mix every element, so the nan reaches them all
+    if bad.all() or (bad.any() and mode == "fast"):
         at = np.unravel_index(int(np.argmax(bad.ravel())), value.shape)
         return Verdict("undefined", f"the function is not finite at the inputs ({value[at]} at output "
-                                    f"{index_text(at)}): the gradient is undefined there")
+                                    f"{index_text(at)}): the gradient is undefined there"
+                       + ("" if bad.all() else "; mode='full' judges the other elements"))
     # the reference works in float64 whatever the dtype under test
     base = {k: (v.astype(np.float64) if v.dtype.kind == "f" else v) for k, v in inputs.items()}
     try:
@@ -247,9 +252,6 @@ def build_context(spec, opts: dict, result: CheckResult):
         return Verdict("inconclusive", f"the function returns different values for the same inputs (they differ "
                                        f"by {diff:.3g}): seed its randomness (e.g. a fixed dropout mask) so that "
                                        "its gradient can be checked")
-    mode = opts.get("mode", "auto")
-    if mode == "auto":
-        mode = "full" if value.size * sum(sizes) <= AUTO_FULL_MAX else "fast"
     result.mode = mode
     numf = num.Function(SteadyOutput(fn, with_grad, output, base, raw0), base, list(wrt))
     constant = False
