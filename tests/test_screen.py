@@ -36,6 +36,19 @@ def test_a_table_that_fits_is_boxed():
         "└───┴──────┘\n")
 
 
+def test_a_lone_surrogate_is_printed_escaped_and_the_box_stays_aligned():
+    # a path in a folder whose name is not UTF-8, a model's message with "\ud800": both reach the table
+    t = Table()
+    t.add_column("file")
+    t.add_row("bad\udcff dir/m.py")
+    t.add_row("ok.py")
+    out = io.StringIO()
+    Screen(out, width=120, color=False, wrap=False).print(t)
+    lines = out.getvalue().splitlines()
+    assert "bad\\udcff dir/m.py" in out.getvalue()
+    assert len({len(line) for line in lines}) == 1, lines
+
+
 def test_a_title_spans_the_table():
     lines = plain(small_table("along v")).splitlines()
     assert lines[0] == "along v" + " " * (len(lines[1]) - len("along v"))

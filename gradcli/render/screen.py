@@ -29,11 +29,12 @@ _SGR = {"bold": "1", "dim": "2", "italic": "3", "underline": "4", "reverse": "7"
 
 
 def cell_len(text: str) -> int:
-    """Terminal columns a text takes: wide East Asian characters take two, combining marks none."""
+    """Terminal columns a text takes: wide East Asian characters take two, combining marks none, a lone
+    surrogate the six of the escape it is printed as (``\\udcff``, see Screen.print)."""
     if text.isascii():
         return len(text)
-    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1
-               for c in text)
+    return sum(6 if "\ud800" <= c <= "\udfff" else 0 if unicodedata.combining(c)
+               else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
 def join_styles(*styles) -> str:
