@@ -370,8 +370,12 @@ def _traced_ad(fn, base: dict, wrt, output, f0: np.ndarray, notes: list, files=(
         tv = np.asarray(t.value, dtype=np.float64).ravel()
     except Exception:  # noqa: BLE001
         tv = None
-    size = max(float(np.max(np.abs(f0))), np.finfo(np.float64).tiny)
-    if tv is None or tv.shape != f0.shape or not np.all(np.abs(tv - f0) <= 1e-9 * size):
+    finite = np.isfinite(f0)  # a nan in a given input: the trace is compared where f is finite
+    size = max(float(np.max(np.abs(f0[finite]), initial=0.0)), np.finfo(np.float64).tiny)
+    with np.errstate(invalid="ignore"):
+        same = tv is not None and tv.shape == f0.shape and bool(
+            np.all(np.where(finite, np.abs(tv - f0) <= 1e-9 * size, np.isnan(tv) == np.isnan(f0))))
+    if not same:
         notes.append("the traced value differs from the function's value (something cut the trace, e.g. "
                      "np.asarray or float()); traced AD not used, finite differences used")
         return None, False

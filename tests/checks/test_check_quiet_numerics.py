@@ -21,13 +21,7 @@ EDGES = {
 }
 
 
-# compare.py hands verdict.tolerance.at_exact_zero an estimate through nan_to_num (inf -> 1.8e308), which
-# it multiplies by its safety factor: an overflow warning of its own, left to that code's owners
-_OVERFLOWS_IN_AT_EXACT_ZERO = pytest.mark.xfail(strict=True, reason="tolerance.at_exact_zero overflows")
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_OVERFLOWS_IN_AT_EXACT_ZERO)
-                                  if n == "overflow_at_a_step" else n for n in EDGES])
+@pytest.mark.parametrize("name", EDGES)
 def test_no_numpy_warning_from_gradcli_on_infinite_values(name):
     f, x = EDGES[name]
     with warnings.catch_warnings(record=True) as seen:

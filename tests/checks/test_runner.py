@@ -219,6 +219,8 @@ def test_autodiff_only_and_statuses():
     assert r.status == "nondifferentiable" and "x[1]" in r.message
     r = run(lambda x: np.sum(np.log(x)), x=np.array([1.0, -1.0]))
     assert r.status == "undefined"
+    r = run(np.sin, x=np.array([0.3, np.nan, 1.2]))  # traced AD still checked where f is finite
+    assert r.status == "undefined" and "x[1]: the input is nan" in r.message and not r.notes, r.notes
     r = run(lambda n: float(np.sum(n)), n=np.array([1, 2]))
     assert r.status == "skipped" and "no floating-point inputs" in r.message
 
