@@ -16,7 +16,7 @@ from gradcli.methods.reverse import local_partials
 from gradcli.methods.tableau import ridders, tableau_rows
 
 from gradcli.core.constants import (
-    CENTRAL_CANDIDATES, ESTIMATE_GAP, RIDDERS_CON, RIDDERS_H0, RIDDERS_ROWS)
+    CENTRAL_CANDIDATES, ESTIMATE_GAP, ILL_CONDITIONED, RIDDERS_CON, RIDDERS_H0, RIDDERS_ROWS)
 
 OFFSETS = (1.0, -1.0, 2.0, -2.0, 4.0, -4.0)  # the stencil rows of one candidate: +-h, +-2h, +-4h
 
@@ -104,7 +104,12 @@ def central_candidates(xp, x, rows, eps, probe=False, straddle=None, noise_scale
         scales = scales[:, list(which)]
     K = scales.shape[1]
     n, P = x.shape
-    hs = xp.stack([representable(x, eps ** (1 / 3) * scales[:, k]) for k in range(K)])
+    # no step below one ulp of x: it would round to 0 and say nothing, where the smallest step x can take
+    # is what shows that f varies faster than any step can follow (sin(x) at 1e150, whose ulp spans
+    # 1e133 periods: without it, a step of 6e144 looks converged on a derivative of 1e-146)
+    ulp = xp.nextafter(xp.abs(x), xp.inf) - xp.abs(x)
+    clamped = xp.stack([eps ** (1 / 3) * scales[:, k] < ulp for k in range(K)])  # (K, n, P)
+    hs = xp.stack([representable(x, xp.maximum(eps ** (1 / 3) * scales[:, k], ulp)) for k in range(K)])
     offsets = xp.asarray(OFFSETS, dtype=x.dtype)
     deltas = (offsets[None, :, None, None] * hs[:, None]).reshape(K * len(OFFSETS), n, P)
     shape = lambda F: F.reshape(F.shape[0], K, len(OFFSETS), n, P).transpose(1, 2, 0, 3, 4)
@@ -138,6 +143,14 @@ def central_candidates(xp, x, rows, eps, probe=False, straddle=None, noise_scale
     asymptotic = (d1 <= 2 * noise) | ((d2 >= 2 * d1) & (d2 <= 8 * d1))
     own = xp.where(asymptotic, d1 / 3 + noise, xp.inf)
     own = xp.where(xp.isfinite(own) & xp.isfinite(D1), own, xp.inf)
+    # where one ulp of x already moves f by a visible share of its size, no difference quotient resolves
+    # f': the samples alias (sin(x + k ulp) at 1e150 is a smooth-looking sinusoid in k), so every step,
+    # however converged it looks, says nothing
+    size = (xp.abs(Fv[:, 0]) + xp.abs(Fv[:, 1])) / 2
+    if noise_scale is not None:
+        size = xp.fmax(size, scale[None, :, None, :])
+    jumpy = clamped[:, None] & (xp.abs(Fv[:, 0] - Fv[:, 1]) / 2 > ILL_CONDITIONED * size)
+    own = xp.where(jumpy.any(axis=0)[None], xp.inf, own)
     # a stencil that reaches across a kink, jump or pole averages two sides
     for k in range(n) if straddle is not None else ():
         hit = straddle(k, 4 * hs[:, k])

@@ -9,6 +9,7 @@ import mpmath
 import numpy as np
 import pytest
 
+from gradcli.api import grad as gradcli_grad
 from gradcli.batch import methods as bm
 from gradcli.core.constants import CENTRAL_CANDIDATES
 from gradcli.core.parser import parse
@@ -122,3 +123,24 @@ def test_ridders_gathering_the_unsure_points_changes_no_bit():
         assert np.array_equal(whole[key], gathered[key])
     # later rows were asked only for the points still unsure
     assert asked[0] is None and min(n for n in asked[1:] if n is not None) < x.shape[-1]
+
+
+@pytest.mark.parametrize("expr, x", [("sin(x)", 1e150), ("cos(x)", -1e150), ("sin(x)", 3e200)])
+def test_where_one_ulp_of_x_moves_f_visibly_no_step_vouches(expr, x):
+    # sin at 1e150 changes by O(1) between neighbouring floats: any step's samples alias, and a step
+    # of 6e144 used to look converged on a derivative of 1e-146 while the true one is cos(1e150)
+    g = parse(expr)
+    r = numeric.central(g, {"x": x})
+    with mpmath.workdps(400):  # enough digits to reduce x modulo 2 pi
+        exact = float(mpmath.cos(x) if expr.startswith("sin") else -mpmath.sin(x))
+    assert r.status == "unavailable" or abs(r.jacobian[0, 0] - exact) <= r.error[0, 0]
+    rep = gradcli_grad(expr, {"x": x})
+    assert rep.status == "agree" and rep.exit_code == 0
+
+
+def test_large_arguments_of_a_slow_function_keep_their_digits():
+    # the same clamp to one ulp leaves smooth functions at large x alone
+    for x in (1e5, 1e150, 1e300):
+        r = numeric.central(parse("log(x)"), {"x": x})
+        assert r.status == "ok" and abs(r.jacobian[0, 0] * x - 1) <= r.error[0, 0] * x + 1e-15
+        assert r.error[0, 0] * x < 1e-6
