@@ -71,6 +71,21 @@ def test_any_expression_at_any_point_ends_cleanly(expr, x, y):
     assert POINT_CODES.get(doc["status"], 2) == r.exit_code, (args, doc["status"], r.exit_code)
 
 
+#: subexpressions the gradient compiler folds to a constant, 0 among them
+folded = st.sampled_from(["(1-1)", "(0*x)", "(2-2)**2", "(1-1)/(1-1)", "log(1-1)", "(3-3)**-1"])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(expr=expressions, c=folded, op=st.sampled_from(["/", "*", "+", "**"]))
+def test_any_expression_with_a_folded_constant_in_batch_mode_ends_cleanly(expr, c, op):
+    # (+ x*y*z: every variable of the domain is one of the expression)
+    args = ["grad", f"({expr}){op}{c} + x*y*z", "--batch", "8", "--domain", "x=0.1:1, y=0.1:1, z=0.1:1", "--json",
+            "--timeout", "2"]
+    r = invoke(args)
+    doc = one_document(r, args)
+    assert doc["status"] != "error" or "timed out" in doc.get("error", ""), (args, doc)
+
+
 option_values = st.one_of(st.text(ALPHABET, max_size=8), st.floats(allow_nan=True).map(repr),
                           st.integers(-5, 10**20).map(str))
 
@@ -131,6 +146,9 @@ BEHAVIOURS = {
     "shape": "return np.zeros(7)",
     "none": "return None",
     "ragged": "return [[1.0], [1.0, 2.0]]",
+    "ragged_rows": "return [[1.0, 2.0], [3.0]]",
+    "unprintable": "raise type('E', (Exception,), {'__str__': lambda self: 1 / 0})()",
+    "surrogate": "raise ValueError('bad \\ud800 text')",
     "complex": "return 2 * x + 1j",
     "prints": "print('noise on stdout'); return 2 * x",
     "exits": "import sys; sys.exit(0)",
@@ -157,8 +175,32 @@ def model_behaviour_ends_cleanly(tmp_path, behaviour, shape):
     statuses = [c["status"] for c in doc.get("checks", [])]
     if behaviour in ("correct",) and shape != "(0,)":
         assert statuses == ["pass"], doc
-    if behaviour in ("wrong", "raises", "shape", "none", "ragged", "complex") and shape not in ("(0,)",):
+    if behaviour in ("wrong", "raises", "shape", "none", "ragged", "complex", "ragged_rows", "unprintable",
+                     "surrogate") and shape not in ("(0,)",):
         assert statuses and statuses[0] in ("fail", "error"), (behaviour, doc)
+    assert not any("internal error" in c["message"] for c in doc.get("checks", [])), doc
+
+
+#: bytes a folder name may hold on POSIX (no "/" and no NUL), most of them not UTF-8
+FOLDER_BYTES = st.binary(min_size=1, max_size=12).filter(lambda b: b"/" not in b and b"\0" not in b
+                                                         and b not in (b".", b".."))
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=FOLDER_BYTES)
+def test_a_model_under_any_folder_name_is_checked(name):
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = os.path.join(os.fsencode(tmp), name)
+        try:
+            os.mkdir(folder)
+        except OSError:  # a file system that takes only UTF-8 names
+            return
+        with open(os.path.join(folder, b"model.py"), "w") as fh:
+            fh.write("import numpy as np\nimport gradcli\n\n@gradcli.check(x=(3,))\ndef f(x):\n"
+                     "    return np.sum(x ** 2)\n\n@f.grad\ndef f_grad(x):\n    return 2 * x\n")
+        args = ["check", os.fsdecode(folder), "--json"]
+        doc = one_document(invoke(args), args, key="summary")
+        assert [c["status"] for c in doc.get("checks", [])] == ["pass"], doc
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
