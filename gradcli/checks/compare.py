@@ -14,6 +14,7 @@ from gradcli.core.constants import CHECK_ESTIMATE_SAFETY
 from gradcli.checks.context import (
     CONSTANT_NOTE, NUMERIC_CAP, SAMPLE, UNSEEN_NOTE, CheckContext, Outcome, Verdict, at_text, badness, combine,
     mismatch, summarize)
+from gradcli.checks.interrupt import raised_by_user_code
 from gradcli.checks.judging import judge, typical_by_input, zero_of_columns
 from gradcli.checks.findings import (
     count_text, float64_hint, largest_elsewhere, precision_by_input, underflow_text, worst, worst_entries)
@@ -222,8 +223,8 @@ def _ad_rows(ctx, methods: dict, notes: list):
                 rows[j] = ctx.flat(ad.vjp(e))
         return rows
     except Exception as exc:  # noqa: BLE001
-        notes.append(f"{ctx.ad_label} failed ({type(exc).__name__}: {exc}); finite differences used")
-        methods[ctx.ad_method] = summarize(ctx.ad_method, "error", message=str(exc))
+        notes.append(f"{ctx.ad_label} failed ({raised_by_user_code(exc)}); finite differences used")
+        methods[ctx.ad_method] = summarize(ctx.ad_method, "error", message=raised_by_user_code(exc))
         return None
 
 

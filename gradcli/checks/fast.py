@@ -11,6 +11,7 @@ from gradcli.checks import numeric as num
 from gradcli.checks import subgradient
 from gradcli.checks.compare import (
     CLOSER, describe_under_test, reference_text, under_test_name, verdict_of_elements)
+from gradcli.checks.interrupt import raised_by_user_code
 from gradcli.checks.judging import judge, zero_of_directions
 from gradcli.checks.findings import float64_hint
 from gradcli.core.constants import CHECK_ESTIMATE_SAFETY
@@ -53,7 +54,7 @@ def compare_fast(ctx: CheckContext) -> Outcome:
             else:
                 ad_w = [ctx.flat(ctx.ad.vjp(v.reshape(ctx.out_shape))) for v in vs]
         except Exception as exc:  # noqa: BLE001
-            notes.append(f"{ctx.ad_label} failed ({type(exc).__name__}: {exc}); finite differences used")
+            notes.append(f"{ctx.ad_label} failed ({raised_by_user_code(exc)}); finite differences used")
             ad_w = None
     uflat = [ctx.flat(u) for u in us]
 

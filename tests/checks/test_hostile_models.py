@@ -227,3 +227,15 @@ def test_a_model_in_a_folder_whose_name_is_not_utf8_is_checked(tmp_path):
         import json
         doc = json.loads(r.stdout)
         assert [c["status"] for c in doc["checks"]] == ["pass"] and not doc.get("errors"), doc
+
+
+def test_tracing_that_raises_an_unprintable_exception_falls_back_to_differences_naming_it():
+    from gradcli.checks.session import run_one
+
+    def plain_arrays_only(x):
+        if type(x) is not np.ndarray:  # gradcli's traced arrays are not
+            raise _Unprintable()
+        return np.sum(x ** 2)
+
+    r = run_one(build_spec(plain_arrays_only, grad=lambda x: 2 * x, x=(3,)), {})
+    assert r.status == "pass" and "tracing failed (_Unprintable)" in " ".join(r.notes), (r.message, r.notes)
