@@ -248,8 +248,11 @@ def verdict_of_elements(ctx, got, ref, err, kink, cols, refdesc: str, identity=N
     typ = typical_by_input(ctx, ref, cols)
     diff, tol, bad, und, live = judge(ctx, got, ref, err, typ, zero_of_columns(ctx, cols, cotangents))
     cotangent_rows = cotangents is not None
-    bad &= ~kink
-    und &= ~kink
+    # an input given as nan or inf has no derivative: its entries are undefined, whatever either side says
+    given = ~np.isfinite(ctx.flat({k: ctx.base[k] for k in ctx.wrt}))[np.asarray(cols)]
+    live &= ~given
+    bad &= ~kink & live
+    und &= ~kink & live
     if ctx.autodiff:
         # traced AD's exact zero, which the differences agree with to their error, is not in doubt
         und &= got != 0
