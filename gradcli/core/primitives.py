@@ -280,6 +280,8 @@ _prim("acos", 1, lambda xp, x: xp.arccos(x), lambda F, a, x: -1 / F.sqrt((1 - x)
 def _atan_partial(F, ans, x):
     # 1/(1 + x*x) as (1/hypot(x, 1))**2: x*x overflows from |x| = 1.3e154 on, and its derivative
     # -2x/(1 + x*x)**2 meets 1/(1 + x*x)**2 = 1e-400 (0) at x = 1e100, where the second derivative is -2e-300
+    if getattr(getattr(x, "dtype", None), "kind", "") == "c":  # complex operands: hypot is not holomorphic
+        return 1 / (1 + x * x)
     u = 1 / F.hypot(x, 1)
     return u * u
 
