@@ -9,8 +9,10 @@ killed, that check is ``error`` (timed out) and a new process runs the rest of t
 (gradcli.checks.model_process: one model process, and how it ended).
 
 The user's stop signals (SIGINT, SIGTERM, SIGHUP; gradcli.checks.interrupt) reach this process only:
-it ends the model process and reports what ran. Without ``os.fork`` (Windows) the checks run in this
-process, as the pytest plugin and the Python API always do (gradcli.checks.session), with no time limit.
+it ends the model process and reports what ran. The pytest plugin runs its model files here too (one
+model process per file, with no time limit), so a check that ends its process cannot end pytest's. Without
+``os.fork`` (Windows) the checks run in this process, as the Python API always does
+(gradcli.checks.session), with no time limit.
 """
 from __future__ import annotations
 
