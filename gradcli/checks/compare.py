@@ -297,7 +297,8 @@ def verdict_of_elements(ctx, got, ref, err, kink, cols, refdesc: str, identity=N
                                     f"{w.got:.8g} (rel error {w.rel_error:.2g}); {counted}"
                                     + underflow_text(ctx, w.expected, underflow)
                                     + largest_elsewhere(ctx, rel, ok & (np.isfinite(rel) | bad), bad, cols,
-                                                        w.rel_error, row_text)),
+                                                        w.rel_error, row_text)
+                                    + _swap_hint(ctx, got, ref, err, typ, kink, live, cols, cotangents)),
             methods=((name, summarize(name, "mismatch", diff[ok], rel[ok])),), mismatches=tuple(found), errors=errors,
             precision=precision, notes=(_undefined_text(ctx, undefined, cols),) if undefined.any() else ())
     elements = Outcome(methods=((name, summarize(name, "ok", diff[ok], rel[ok])),), errors=errors,
@@ -338,6 +339,26 @@ def verdict_of_elements(ctx, got, ref, err, kink, cols, refdesc: str, identity=N
     message = (f"{under} agrees with {refdesc} ({entries} {unit}, max rel error "
                f"{max_rel if max_rel is not None else 0:.2g})")
     return combine(elements, Outcome(verdict=Verdict("pass", message)), *at_kink)
+
+
+def _swap_hint(ctx, got, ref, err, typ, kink, live, cols, cotangents) -> str:
+    """On a failure only: '; the gradients for b and W match if swapped: ...' where two wrt inputs of one
+    shape, exchanged, make every entry agree (a gradient returned in another order than wrt), else ''."""
+    if ctx.autodiff or framework_under_test(ctx) or len(cols) != ctx.n or len(ctx.wrt) < 2:
+        return ""
+    off = ctx.offsets
+    for a in range(len(ctx.wrt)):
+        for b in range(a + 1, len(ctx.wrt)):
+            if ctx.shapes[ctx.wrt[a]] != ctx.shapes[ctx.wrt[b]]:
+                continue
+            perm, sa, sb = np.arange(ctx.n), slice(off[a], off[a + 1]), slice(off[b], off[b + 1])
+            perm[sa], perm[sb] = perm[sb].copy(), perm[sa].copy()
+            _, _, bad, _, _ = judge(ctx, got[:, perm], ref, err, typ, zero_of_columns(ctx, cols, cotangents))
+            if not (bad & ~kink & live).any():
+                wa, wb = ctx.wrt[a], ctx.wrt[b]
+                return (f"; the gradients for {wa} and {wb} match if swapped: {describe_under_test(ctx)} returns "
+                        f"them in another order than wrt={list(ctx.wrt)}")
+    return ""
 
 
 def reference_text(ctx, reference: str, complex_step_used: bool) -> str:

@@ -46,7 +46,7 @@ def as_pairs(spec, inputs: dict, names: list, wrt: list):
         return {k: joined(v) if k in shapes else v for k, v in kw.items()}
 
     def grads_out(res):
-        """A hand-written result (one array, a tuple in input order or a dict) with complex gradients as pairs."""
+        """A hand-written result (one array, a tuple in wrt order or a dict) with complex gradients as pairs."""
         def one(k, g):
             return pairs(g) if k in shapes and np.shape(g) == shapes[k] else g
         if isinstance(res, dict):

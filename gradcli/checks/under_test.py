@@ -195,7 +195,7 @@ def normalize(ctx: CheckContext, res, what: str):
         items = [res]
     else:
         return Verdict("fail", f"{what} returned a single {type(res).__name__} for {len(wrt)} inputs ({names}): "
-                               "return one per input (a tuple in parameter order, or a dict by name)")
+                               "return one per input (a tuple in wrt order, or a dict by name)")
     out, wrong = {}, []
     for k, g in zip(wrt, items):
         try:  # a ragged list raises in iscomplexobj as in asarray
