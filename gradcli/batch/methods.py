@@ -91,9 +91,11 @@ def _in_blocks(xp, method, inputs: dict, N: int, per_point=()):
     the points, cut with the inputs."""
     if xp is not np or N <= CENTRAL_BLOCK:
         return method(inputs, *per_point, N)
-    cut = lambda a, s: a[s:s + CENTRAL_BLOCK] if getattr(a, "ndim", 0) and a.shape[0] == N else a
-    parts = [method({v: cut(a, s) for v, a in inputs.items()}, *(p[..., s:s + CENTRAL_BLOCK] for p in per_point),
-                    min(CENTRAL_BLOCK, N - s)) for s in range(0, N, CENTRAL_BLOCK)]
+    parts = []
+    for s in range(0, N, CENTRAL_BLOCK):
+        block = slice(s, s + CENTRAL_BLOCK)
+        at, P = _subset(inputs, block, N)
+        parts.append(method(at, *(p[..., block] for p in per_point), P))
     return tuple(xp.concatenate([p[i] for p in parts], axis=-1) for i in range(len(parts[0])))
 
 
@@ -127,7 +129,7 @@ def _central_block(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
     # chunk, not K * 6 * nvars
     for k in range(nv):
         def rows_for(idx, k=k):
-            at, P = _subset(graph, inputs, idx, N)
+            at, P = _subset(inputs, idx, N)
 
             def rows(deltas, signs):
                 jig = None if signs is None else (lambda i: (ulp * signs(i))[:, None])
@@ -135,7 +137,7 @@ def _central_block(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
             return rows
 
         def straddle_for(idx, k=k):
-            at, P = _subset(graph, inputs, idx, N)
+            at, P = _subset(inputs, idx, N)
 
             def straddle(_, reach):
                 K = reach.shape[0]
@@ -150,12 +152,14 @@ def _central_block(graph: Graph, inputs: dict, xp, dtype, n: int | None = None):
     return J, err, steps
 
 
-def _subset(graph: Graph, inputs: dict, idx, N: int):
-    """The chunk's inputs at the points ``idx`` (None: all of them) -> (inputs, number of points)."""
+def _subset(inputs: dict, idx, N: int):
+    """The chunk's inputs at the points ``idx`` (indices or a slice; None: all of them) -> (inputs, number
+    of points). Inputs that are not per point (constants, scalars) stay as they are."""
     if idx is None:
         return inputs, N
     cut = lambda a: a[idx] if getattr(a, "ndim", 0) and a.shape[0] == N else a
-    return {v: cut(a) for v, a in inputs.items()}, int(idx.shape[0])
+    n = len(range(N)[idx]) if isinstance(idx, slice) else int(idx.shape[0])
+    return {v: cut(a) for v, a in inputs.items()}, n
 
 
 def _rows(graph: Graph, inputs: dict, xp, dtype, N: int, jiggle=None):
@@ -193,7 +197,7 @@ def _richardson_block(graph: Graph, inputs: dict, xp, dtype, central_result, N: 
     for k in range(len(graph.variables)):  # one variable at a time, as central differences
         def rows(deltas, signs=None, idx=None, k=k):
             jig = None if signs is None else (lambda i: (ulp * signs(i))[:, None])
-            at, P = _subset(graph, inputs, idx, N)
+            at, P = _subset(inputs, idx, N)
             return _perturbed(graph, at, k, deltas[:, 0], xp, dtype, P, jiggle=jig)[:, :, None]
         parts.append(differences.richardson(xp, x[k:k + 1], rows, Jc[:, k:k + 1], Ec[:, k:k + 1],
                                             steps[k:k + 1], eps, noise_scale=scale, probe=rows, gather=True)[:2])

@@ -108,8 +108,9 @@ def central_candidates(xp, x, rows, eps, probe=False, straddle=None, noise_scale
     # is what shows that f varies faster than any step can follow (sin(x) at 1e150, whose ulp spans
     # 1e133 periods: without it, a step of 6e144 looks converged on a derivative of 1e-146)
     ulp = xp.nextafter(xp.abs(x), xp.inf) - xp.abs(x)
-    clamped = xp.stack([eps ** (1 / 3) * scales[:, k] < ulp for k in range(K)])  # (K, n, P)
-    hs = xp.stack([representable(x, xp.maximum(eps ** (1 / 3) * scales[:, k], ulp)) for k in range(K)])
+    natural = [eps ** (1 / 3) * scales[:, k] for k in range(K)]
+    clamped = xp.stack([h < ulp for h in natural])  # (K, n, P)
+    hs = xp.stack([representable(x, xp.maximum(h, ulp)) for h in natural])
     offsets = xp.asarray(OFFSETS, dtype=x.dtype)
     deltas = (offsets[None, :, None, None] * hs[:, None]).reshape(K * len(OFFSETS), n, P)
     shape = lambda F: F.reshape(F.shape[0], K, len(OFFSETS), n, P).transpose(1, 2, 0, 3, 4)
@@ -201,7 +202,7 @@ def select_central(xp, x, rows_for, eps, probe=False, straddle_for=None, noise_s
     ``idx`` (None: every point); ``noise_scale`` is per output or (n_out, P).
     -> (D1, est, hs) over every candidate (K, ...) as :func:`central_candidates`; a candidate a point did
     not try has D1 and h nan and estimate inf."""
-    kinks = (lambda idx: straddle_for(idx)) if straddle_for is not None else (lambda idx: None)
+    kinks = straddle_for or (lambda idx: None)
     D1, est, hs, settled = central_candidates(xp, x, rows_for(None), eps, probe=probe, straddle=kinks(None),
                                               noise_scale=noise_scale, bounded=bounded, which=FIRST_PASS)
     K = CENTRAL_CANDIDATES

@@ -57,18 +57,18 @@ def ridders(row, n_rows: int, shape, xp=np, dtype=np.float64, done=None, trace: 
     for key in ("chosen_row", "chosen_column"):
         trace[key] = xp.full(shape, -1)
     trace["stopped_row"] = xp.where(done, 0, -1)
-    live, idx = slice(None), None  # the points still computed: all, until some stop
+    idx = None  # the points still computed: all, until some stop
     prev = [row(0, None) if gather else row(0)]
     if not gather:
         trace["tableau"] = [prev]
     last = 0
     for i in range(1, n_rows):
         if gather:  # the one wait for the device per row: how many points are still unsure
-            live, idx, prev, keep = _still_unsure(xp, done, live, idx, prev)
+            idx, prev, keep = _still_unsure(xp, done, idx, prev)
             if idx is not None and not idx.shape[0]:
                 break
         cur = [row(i, idx, keep) if gather else row(i)]
-        _tableau_step(xp, i, cur, prev, best, err, done, trace, live)
+        _tableau_step(xp, i, cur, prev, best, err, done, trace, slice(None) if idx is None else idx)
         prev, last = cur, i
         if not gather:
             trace["tableau"].append(cur)
@@ -78,16 +78,15 @@ def ridders(row, n_rows: int, shape, xp=np, dtype=np.float64, done=None, trace: 
     return best, err
 
 
-def _still_unsure(xp, done, live, idx, prev):
-    """Gathers the points of which some entry has not stopped -> (live, idx, prev over them, and their
+def _still_unsure(xp, done, idx, prev):
+    """Gathers the points of which some entry has not stopped -> (their indices, prev over them, and their
     places among the points before, or None where none stopped)."""
-    here = done[..., live]
+    here = done if idx is None else done[..., idx]
     unsure = ~here.reshape(-1, here.shape[-1]).all(axis=0)
     keep = xp.nonzero(unsure)[0]
     if keep.shape[0] == unsure.shape[0]:
-        return live, idx, prev, None
-    idx = keep if idx is None else idx[keep]
-    return idx, idx, [p[..., keep] for p in prev], keep
+        return idx, prev, None
+    return (keep if idx is None else idx[keep]), [p[..., keep] for p in prev], keep
 
 
 def _tableau_step(xp, i: int, cur: list, prev: list, best, err, done, trace, live):
