@@ -230,14 +230,15 @@ ERRORS = [
     ("2(x+1)", "missing operator", 2, "did you mean 2*(x+1)?"),
     ("x y", "missing operator", 3, "did you mean x*y?"),
     ("(x+1)(x-1)", "missing operator", 6, "did you mean (x+1)*(x-1)?"),
-    ("y + 3 sin(x)", "missing operator", 7, "did you mean 3*sin(x)?"),
+    ("y + 3 sin(x)", "missing operator", 7, "did you mean y + 3*sin(x)?"),
     ("sin(x)cos(x)", "missing operator", 7, "did you mean sin(x)*cos(x)?"),
-    ("x*(2x)", "missing operator", 5, "did you mean 2*x?"),
+    ("x*(2x)", "missing operator", 5, "did you mean x*(2*x)?"),
+    ("x**2 sin(x)", "missing operator", 6, "did you mean x**2*sin(x)?"),
     ("1e5x", "missing operator", 4, "did you mean 1e5*x?"),
     ("sine(x)", "unknown function 'sine'", 1, "sin"),
     ("1 + sqr(x)", "unknown function 'sqr'", 5, "sqrt"),
     ("Sin(x)", "unknown function 'Sin'", 1, "sin"),
-    ("f(x)", "unknown function 'f'", 1, "did you mean f*(x)?"),
+    ("f(x)", "unknown function 'f'", 1, "the functions are abs, acos"),
     ("sin + 1", "sin is a function; call it as sin(...)", 1, None),
     ("2 * exp", "exp is a function; call it as exp(...)", 5, None),
     ("pi(x)", "pi is a constant, not a function", 1, "pi*(x)"),
@@ -285,11 +286,11 @@ def test_render_points_a_caret_at_the_column():
         "error: missing operator before 'x' at column 6",
         "x + 2x",
         "     ^",
-        "hint: did you mean 2*x?",
+        "hint: did you mean x + 2*x?",
     ]
     assert err.render() == str(err)
     assert err.caret() == "x + 2x\n     ^"
-    assert err.one_line() == "missing operator before 'x' (column 6); did you mean 2*x?"
+    assert err.one_line() == "missing operator before 'x' (column 6); did you mean x + 2*x?"
 
 
 def test_render_without_hint_and_one_line():
@@ -317,8 +318,55 @@ def test_parse_error_pickles():
 def test_unknown_function_lists_the_closest_names():
     hint = error("tanhh(x)").hint
     assert hint.startswith("did you mean tanh")
-    assert error("qqqq(x)").hint == "did you mean qqqq*(x)?"  # nothing close: maybe a product
-    assert error("qqqq()").hint is None
+    assert error("qqqq()").hint == "the functions are " + ", ".join(sorted(FUNCTION_NAMES))  # nothing close
+
+
+@pytest.mark.parametrize("text", ["foo(x)", "factorial(x)", "dot(x, x)", "qqqq(x)", "f(x + 1)"])
+def test_an_unknown_function_is_never_suggested_as_a_product(text):
+    # foo*(x) would be a different expression: a call is not a product
+    err = error(text)
+    name = text.partition("(")[0]
+    assert err.message == f"unknown function {name!r}" and err.column == 1
+    assert "*" not in err.hint and err.hint == "the functions are " + ", ".join(sorted(FUNCTION_NAMES))
+
+
+@pytest.mark.parametrize("text, column, meant", [
+    ("x**2 sin(x)", 6, "x**2*sin(x)"),
+    ("y + 3 sin(x)", 7, "y + 3*sin(x)"),
+    ("-x**2 exp(y)", 7, "-x**2*exp(y)"),
+    ("2 ** x y", 8, "2 ** x*y"),
+])
+def test_a_missing_operator_hint_keeps_the_whole_expression(text, column, meant):
+    err = error(text)
+    assert (err.column, err.hint) == (column, f"did you mean {meant}?")
+    parse(meant)  # what the hint suggests is itself an expression
+
+
+def test_a_missing_operator_in_a_long_expression_names_the_two_tokens():
+    text = " + ".join(["x**2"] * 20) + " + 2 y"
+    err = error(text)
+    assert err.hint == "insert * between '2' and 'y'" and text[err.column - 1] == "y"
+
+
+@pytest.mark.parametrize("text, hint", [
+    ("np.sin(x)", "write sin(x): functions are used without a module prefix"),
+    ("math.exp(x)", "write exp(x): functions are used without a module prefix"),
+    ("numpy.sin(x)", "write sin(x): functions are used without a module prefix"),
+    ("torch.sin(x**2 + 1)", "write sin(x**2 + 1): functions are used without a module prefix"),
+    ("jax.numpy.tanh(x)", "write tanh(x): functions are used without a module prefix"),
+    ("2*math.pi*x", "write pi: constants are used without a module prefix"),
+    ("np.sin(x", "write sin(...): functions are used without a module prefix"),
+    ("np.sinn(x)", "functions are used without a module prefix; did you mean sin"),
+])
+def test_a_module_prefix_gets_the_call_without_it(text, hint):
+    err = error(text)
+    assert err.message == "unexpected character '.'" and text[err.column - 1] == "."
+    assert err.hint.startswith(hint)
+
+
+def test_a_dot_that_is_no_module_prefix_gets_no_prefix_hint():
+    assert error("x.y").hint is None
+    assert error("np.foo + 1").hint is None
 
 
 def test_errors_are_reported_left_to_right():

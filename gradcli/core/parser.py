@@ -97,7 +97,10 @@ def _tokenize(text: str, limit: int) -> list[_Token]:
         m = match(text, pos)
         if m is None:
             c = text[pos]
-            return out + [Token("bad", f"unexpected character {c!r}", pos, pos + 1, _CHAR_HINTS.get(c))]
+            hint = _CHAR_HINTS.get(c)
+            if c == "." and out and out[-1].kind == "name" and out[-1].end == pos:  # np.sin(x)
+                hint = _module_prefix_hint(text, pos)
+            return out + [Token("bad", f"unexpected character {c!r}", pos, pos + 1, hint)]
         kind, word, end = m.lastgroup, m.group(), m.end()
         if end > limit:
             return out + [Token("bad", f"expression longer than {limit} characters", limit, limit + 1)]
@@ -147,45 +150,62 @@ class _Pending:
         self.kind, self.op, self.prec, self.tok, self.paren, self.nargs = kind, op, prec, tok, paren, 0
 
 
-def _span(tokens, i, step):
-    """The 0-based text span of the operand whose first (step=1) or last (step=-1) token is tokens[i]."""
-    opener, closer = ("(", ")") if step == 1 else (")", "(")
-    j = i
-    if step == 1 and tokens[i].kind == "name" and tokens[i + 1].kind == "(":
-        j = i + 1
-    if tokens[j].kind == opener:
-        depth = 0
-        while 0 <= j < len(tokens) and tokens[j].kind not in ("end", "bad"):
-            depth += {opener: 1, closer: -1}.get(tokens[j].kind, 0)
-            if depth == 0:
-                break
-            j += step
-        j = max(0, min(j, len(tokens) - 1))
-        if step == -1 and j > 0 and tokens[j - 1].kind == "name":
-            j -= 1  # include the function name of a call: sin(x)(y) -> sin(x)*(y)
-    lo, hi = sorted((tokens[i], tokens[j]), key=lambda t: t.pos)
-    return lo.pos, hi.end
+_HINT_WIDTH = 60  # a longer expression is not repeated in a hint
 
 
 def _times_hint(text, tokens, i):
-    """'did you mean 2*x?' for an operand tokens[i] written right after another one."""
-    a0, a1 = _span(tokens, i - 1, -1)
-    b0, b1 = _span(tokens, i, 1)
-    left, right = text[a0:a1], text[b0:b1]
-    if len(left) + len(right) > 60:
-        left, right = tokens[i - 1].text, tokens[i].text
-    return f"did you mean {left}*{right}?"
+    """For an operand tokens[i] written right after another one: the whole expression with ``*`` put
+    between them (``x**2*sin(x)``), so that the suggestion means what was written; a part of it could
+    read as a replacement that drops what binds tighter on its left (``2*sin(x)`` for ``x**2 sin(x)``)."""
+    before, after = tokens[i - 1], tokens[i]
+    whole = text[:before.end] + "*" + text[after.pos:]
+    if len(whole) > _HINT_WIDTH:
+        return f"insert * between {before.text!r} and {after.text!r}"
+    return f"did you mean {whole}?"
 
 
 def _unknown_function_hint(name):
+    """The closest known function names, or the list of them where none is close: never ``foo*(x)``,
+    since a call and a product are different expressions and the hint must not change which one is meant."""
     import difflib  # only a misspelt name needs it
 
     close = difflib.get_close_matches(name, FUNCTION_NAMES, n=3, cutoff=0.6)
     if name.lower() in FUNCTION_NAMES and name.lower() not in close:
         close.insert(0, name.lower())  # names are case-sensitive: Sin(x) is almost surely sin(x)
     if not close:
-        return None
+        return "the functions are " + ", ".join(sorted(FUNCTION_NAMES))
     return "did you mean " + (close[0] if len(close) == 1 else ", ".join(close[:-1]) + " or " + close[-1]) + "?"
+
+
+_DOTTED = re.compile(r"(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+
+
+def _module_prefix_hint(text, dot):
+    """``np.sin(x)``, ``jax.numpy.exp(x)``, ``math.pi``: what to write without the module prefix whose
+    first '.' is at ``dot``, or None where no known function or constant ends the dotted name."""
+    m = _DOTTED.match(text, dot)
+    if m is None:
+        return None
+    name = m.group().rsplit(".", 1)[1]
+    if name in CONSTANTS:
+        return f"write {name}: constants are used without a module prefix"
+    if name not in FUNCTION_NAMES:
+        called = text[m.end():m.end() + 1] == "("  # np.dot(x, x): a function gradcli does not have
+        return f"functions are used without a module prefix; {_unknown_function_hint(name)}" if called else None
+    return f"write {_call_text(text, m.end() - len(name), m.end())}: functions are used without a module prefix"
+
+
+def _call_text(text, start, end):
+    """The text of the call whose name spans text[start:end] (``sin(x**2)``), or ``sin(...)`` where its
+    parentheses do not close or it is long."""
+    depth = 0
+    for j in range(end, min(len(text), start + _HINT_WIDTH)):
+        depth += {"(": 1, ")": -1}.get(text[j], 0)
+        if depth <= 0:
+            if j > end and text[end] == "(" and depth == 0:
+                return text[start:j + 1]
+            break
+    return text[start:end] + "(...)"
 
 
 # --- the parser ---------------------------------------------------------------------------------------
@@ -290,8 +310,7 @@ def _parse(text: str, max_length: int, max_depth: int, max_nodes: int) -> _Parse
                         if name in CONSTANTS:
                             fail(f"{name} is a constant, not a function", tok, _times_hint(text, tokens, i + 1))
                         if name not in FUNCTION_NAMES:
-                            times = tokens[i + 2].kind != ")" and _times_hint(text, tokens, i + 1)
-                            fail(f"unknown function {name!r}", tok, _unknown_function_hint(name) or times or None)
+                            fail(f"unknown function {name!r}", tok, _unknown_function_hint(name))
                         push(_Pending("call", name, -1, tok, tokens[i + 1]))
                         i += 1  # the "(" belongs to the call
                         tok = tokens[i]
