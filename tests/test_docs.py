@@ -370,4 +370,12 @@ def test_mkdocs_build_strict(tmp_path):
                           "-d", str(tmp_path / "site")], capture_output=True, text=True, cwd=ROOT,
                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert run.returncode == 0, run.stdout + run.stderr
-    assert (tmp_path / "site" / "index.html").exists() and (tmp_path / "site" / "schemas" / "grad.json").exists()
+    site = tmp_path / "site"
+    assert (site / "index.html").exists() and (site / "schemas" / "grad.json").exists()
+    # site_url: a sitemap of every page, and a 404 page whose links work under the site's sub-path
+    assert (site / "sitemap.xml").read_text(encoding="utf-8").count("<loc>") >= len(list(DOCS.glob("*.md")))
+    assert 'href="/gradcli/assets/' in (site / "404.html").read_text(encoding="utf-8")
+    # console outputs are sized by extra.css, which selects them by their language class
+    grad = (site / "grad" / "index.html").read_text(encoding="utf-8")
+    assert "stylesheets/extra.css" in grad and '<div class="language-console highlight">' in grad
+    assert ".language-console.highlight" in (site / "stylesheets" / "extra.css").read_text(encoding="utf-8")
