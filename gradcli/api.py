@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from gradcli.verdict.point import PointOptions, compare_point
+from gradcli.core.assignments import check_names
 from gradcli.core.errors import BadInput, brief, real_number
 from gradcli.core.graph import Graph
 from gradcli.core.parser import parse_expression, suggest_call, suspicious_variables
@@ -18,15 +19,7 @@ from gradcli.verdict.report import HESSIAN_ORDER, GradReport, HessianReport, Met
 def prepare(expr: str, point: dict) -> tuple[Graph, dict, list]:
     """Parse ``expr`` and check ``point`` against its variables -> (graph, point, warnings)."""
     graph = parse_expression(expr)
-    missing = [v for v in graph.variables if v not in point]
-    if missing:
-        raise BadInput(f"no value for {', '.join(missing)}: pass --at {missing[0]}=VALUE"
-                       + (" for each" if len(missing) > 1 else ""))
-    extra = [k for k in point if k not in graph.variables]
-    if extra:
-        have = ", ".join(graph.variables) or "none"
-        raise BadInput(f"{', '.join(extra)} {'is not a variable' if len(extra) == 1 else 'are not variables'} "
-                       f"of the expression (its variables: {have})")
+    check_names(graph.variables, point)
     clean = {}
     for name in graph.variables:
         clean[name] = real_number(point[name], f"the value of {name}")

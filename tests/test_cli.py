@@ -549,3 +549,20 @@ def test_reports_take_their_exit_code_from_the_table():
     assert gradcli.hessian("x**2 - y**2", x=0.0, y=0.0).exit_code == 0
     b = gradcli.grad_batch("log(x)", n=50, domain={"x": (-1, -0.5)})
     assert (b.status, b.exit_code) == ("undefined", 3)
+
+
+# --- hints for the first mistakes ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("args, line", [
+    (["x**2", "--at", "X=1"], "error: no value for x: pass --at x=VALUE (did you mean --at x=1? names are "
+                              "case-sensitive); X is not a variable of the expression"),
+    (["x**2", "--at", "X=0.25"], "error: no value for x: pass --at x=VALUE (did you mean --at x=0.25? names are "
+                                 "case-sensitive); X is not a variable of the expression"),
+    (["alpha*x", "--at", "x=1", "--at", "alpah=2"], "error: no value for alpha: pass --at alpha=VALUE (did you "
+                                                     "mean --at alpha=2?); alpah is not a variable of the expression"),
+    (["x*y", "--at", "x=1", "--at", "z=2"], "error: no value for y: pass --at y=VALUE; z is not a variable of "
+                                            "the expression"),
+])
+def test_a_value_given_under_another_name_is_named(args, line):
+    r = grad(*args)
+    assert (r.exit_code, r.stdout, r.stderr) == (2, "", line + "\n")

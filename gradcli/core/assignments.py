@@ -40,6 +40,55 @@ def parse_assignments(values, parse_constant, option: str = "--at") -> dict:
     return point
 
 
+def check_names(variables, point: dict, option: str = "--at") -> None:
+    """BadInput when the names of ``point`` are not the ``variables``: a variable without a value (with
+    the given name it was probably meant as, ``X`` for ``x``, and the given names that are no variable),
+    or, every variable having one, the given names that are no variable."""
+    missing = [v for v in variables if v not in point]
+    extra = [k for k in point if k not in variables]
+    if extra and not missing:
+        have = ", ".join(variables) or "none"
+        raise BadInput(f"{_names_are_not(extra)} of the expression (its variables: {have})")
+    if not missing:
+        return
+    message = f"no value for {', '.join(missing)}: pass {option} {missing[0]}=VALUE" + (
+        " for each" if len(missing) > 1 else "")
+    meant = _meant_names(missing, extra)
+    if meant:
+        case = any(given.lower() == name.lower() for given, name in meant)
+        message += (" (did you mean " + " ".join(f"{option} {name}={_shown(point[given])}" for given, name in meant)
+                    + "?" + (" names are case-sensitive" if case else "") + ")")
+    if extra:
+        message += f"; {_names_are_not(extra)} of the expression"
+    raise BadInput(message)
+
+
+def _meant_names(missing, extra) -> list:
+    """(given, variable) for each given name that is a variable without a value written in another case
+    (``X`` for ``x``) or misspelt (``alpah`` for ``alpha``), each variable meant once."""
+    import difflib  # only a mistyped name needs it
+
+    pairs, free = [], list(missing)
+    for given in extra:
+        same_case = [v for v in free if v.lower() == given.lower()]
+        name = (same_case or difflib.get_close_matches(given, free, n=1, cutoff=0.6) or [None])[0]
+        if name is not None:
+            pairs.append((given, name))
+            free.remove(name)
+    return pairs
+
+
+def _names_are_not(names) -> str:
+    return f"{', '.join(names)} {'is not a variable' if len(names) == 1 else 'are not variables'}"
+
+
+def _shown(value) -> str:
+    """A given value as it may be written back after ``--at x=``: its shortest exact form."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
+        return str(int(value))
+    return repr(value) if isinstance(value, (int, float)) else "VALUE"
+
+
 def parse_direction(values, parse_constant, option: str = "--direction"):
     """``--direction``: ``("1, 0",)`` -> [1.0, 0.0] in variable order, or ``("x=1, y=0",)`` -> a dict
     by name (variables not named are 0). Components may be constant expressions (``pi/4``, ``-1``)."""
