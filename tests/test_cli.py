@@ -566,3 +566,34 @@ def test_reports_take_their_exit_code_from_the_table():
 def test_a_value_given_under_another_name_is_named(args, line):
     r = grad(*args)
     assert (r.exit_code, r.stdout, r.stderr) == (2, "", line + "\n")
+
+
+@pytest.mark.parametrize("command, args, hint", [
+    ("grad", ["x**2", "x=1"], "Values go after --at: --at x=1"),
+    ("hessian", ["x*y", "x=1", "y=2"], "Values go after --at: --at x=1 --at y=2"),
+    ("explain", ["x*y", "--at", "x=1", "y=2"], "Values go after --at: --at y=2"),
+    ("grad", ["x", "--at", "x=1", "y = 2"], "Values go after --at: --at 'y = 2'"),
+])
+def test_a_value_given_as_an_argument_points_to_at(command, args, hint):
+    r = RUNNER.invoke(main, [command, *args], env=PLAIN_ENV)
+    assert r.exit_code == 2 and r.stdout == ""
+    assert r.stderr.splitlines()[-2].startswith("Error: Got unexpected extra argument")
+    assert r.stderr.splitlines()[-1] == hint
+
+
+def test_an_extra_argument_that_is_no_value_gets_no_at_hint():
+    r = RUNNER.invoke(main, ["grad", "x**2", "foo"], env=PLAIN_ENV)
+    assert r.exit_code == 2 and r.stderr.splitlines()[-1] == "Error: Got unexpected extra argument (foo)"
+
+
+@pytest.mark.parametrize("typed, meant", [("gard", "'grad'"), ("Grad", "'grad'"), ("hesian", "'hessian'"),
+                                          ("chek", "'check'"), ("stpes", "'steps'"), ("explian", "'explain'")])
+def test_a_mistyped_command_gets_the_closest_name(typed, meant):
+    r = RUNNER.invoke(main, [typed, "x"], env=PLAIN_ENV)
+    assert r.exit_code == 2 and r.stdout == ""
+    assert r.stderr.splitlines()[-1] == f"Error: No such command {typed!r}. Did you mean {meant}?"
+
+
+def test_an_unknown_command_with_nothing_close_is_only_named():
+    r = RUNNER.invoke(main, ["xyzzy"], env=PLAIN_ENV)
+    assert r.exit_code == 2 and r.stderr.splitlines()[-1] == "Error: No such command 'xyzzy'."

@@ -72,6 +72,16 @@ def summary(help_text: str, limit: int) -> str:
     return click.Command("", help=help_text).get_short_help_str(limit)
 
 
+def command_suggestion(name: str) -> str:
+    """`` Did you mean 'grad'?`` for a mistyped command name (``gard``), or ""."""
+    import difflib  # only a mistyped command needs it
+
+    close = difflib.get_close_matches(name.lower(), sorted(COMMANDS), n=2, cutoff=0.6)
+    if not close:
+        return ""
+    return " Did you mean " + " or ".join(repr(c) for c in close) + "?"
+
+
 #: ``ctx.meta`` key (shared by a command's context and the group's): whether the command was given --json
 JSON_META = "gradcli.json"
 
@@ -132,6 +142,14 @@ class LazyGroup(click.Group):
                 return super().invoke(ctx)
         except KeyboardInterrupt:
             _stopped(ctx.meta.get(JSON_META, False))
+
+    def resolve_command(self, ctx, args):
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as exc:
+            if exc.message.startswith("No such command"):  # not an unknown option before the command
+                exc.message += command_suggestion(args[0])
+            raise
 
     def list_commands(self, ctx):
         return sorted(COMMANDS)

@@ -70,6 +70,24 @@ def expression_hint(exc: click.UsageError, args: list) -> str:
             "(options may come before or after it).")
 
 
+_ASSIGNMENT = re.compile(r"[A-Za-z_]\w*\s*=")
+
+
+def assignment_hint(exc: click.UsageError, args: list) -> str:
+    """For a command with ``--at``: when click found extra arguments and some read as ``NAME=VALUE``
+    (``grad "x**2" x=1``), the sentence that says values go after ``--at``; else ""."""
+    command = exc.ctx.command if exc.ctx is not None else None
+    if command is None or not any(p.name == "at" for p in command.params):
+        return ""
+    extra = re.match(r"Got unexpected extra arguments? \((.*)\)$", exc.message or "", re.S)
+    if extra is None:
+        return ""
+    values = [a for a in args if _ASSIGNMENT.match(a) and a in extra.group(1)]
+    if not values:
+        return ""
+    return "Values go after --at: " + " ".join(f"--at {shlex.quote(v)}" for v in values)
+
+
 class JsonCommand(click.Command):
     """A command whose own usage errors (``--rtol abc``, a missing EXPR) still honour ``--json``:
     click reports them on stderr as usual, and stdout gets the error document, so that a pipeline
@@ -94,7 +112,7 @@ class JsonCommand(click.Command):
         try:
             return super().parse_args(ctx, args)
         except click.UsageError as exc:
-            hint = expression_hint(exc, given)
+            hint = expression_hint(exc, given) or assignment_hint(exc, given)
             if hint:  # MissingParameter puts its message after its own text, on the same line
                 exc.message = (exc.message + "\n" if exc.message else "") + hint
             if "--json" in options:
