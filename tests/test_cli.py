@@ -597,3 +597,21 @@ def test_a_mistyped_command_gets_the_closest_name(typed, meant):
 def test_an_unknown_command_with_nothing_close_is_only_named():
     r = RUNNER.invoke(main, ["xyzzy"], env=PLAIN_ENV)
     assert r.exit_code == 2 and r.stderr.splitlines()[-1] == "Error: No such command 'xyzzy'."
+
+
+@pytest.mark.parametrize("command, at", [("grad", "x=[1,2,3]"), ("grad", "x=[1, 2], y=2"), ("hessian", "x=[0.5]"),
+                                         ("explain", "x = [1,2]")])
+def test_an_array_value_is_refused_in_one_line(command, at):
+    r = RUNNER.invoke(main, [command, "x*y", "--at", at, "--at", "y=2"] if "y=" not in at else
+                      [command, "x*y", "--at", at], env=PLAIN_ENV)
+    assert (r.exit_code, r.stdout) == (2, "")
+    assert r.stderr == ("error: --at x: array values are not supported; gradcli differentiates at one point "
+                        "(for many points: gradcli grad --points FILE, one row per point, or --batch N --domain)\n")
+
+
+def test_a_direction_in_brackets_is_refused_in_one_line():
+    r = grad("x*y", "--at", "x=1, y=2", "--direction", "[1,0]")
+    assert (r.exit_code, r.stderr) == (2, 'error: --direction takes the components without brackets, such as "1,0"\n')
+    r = grad("x*y", "--at", "x=1, y=2", "--direction", "x=[1,0]")
+    assert (r.exit_code, r.stderr) == (2, "error: --direction x: array values are not supported; a variable is "
+                                          "one number\n")

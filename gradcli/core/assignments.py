@@ -6,11 +6,12 @@ from gradcli.core.errors import BadInput
 
 
 def split_top_level(text: str, sep: str = ",") -> list[str]:
-    """Split on ``sep`` outside parentheses: ``"x=atan2(1, 2), y=3"`` is two items."""
+    """Split on ``sep`` outside parentheses and brackets: ``"x=atan2(1, 2), y=3"`` is two items, and
+    ``"x=[1,2,3]"`` one (an array, which the caller refuses as a whole)."""
     items, depth, cur = [], 0, []
     for ch in text:
-        depth += ch == "("
-        depth -= ch == ")"
+        depth += ch in "(["
+        depth -= ch in ")]"
         if ch == sep and depth == 0:
             items.append("".join(cur))
             cur = []
@@ -33,11 +34,19 @@ def parse_assignments(values, parse_constant, option: str = "--at") -> dict:
                 raise BadInput(f"{option}: {name!r} is not a variable name")
             if name in point:
                 raise BadInput(f"{option} gives {name} twice")
+            if value.strip().startswith("["):
+                raise BadInput(f"{option} {name}: array values are not supported; "
+                               + _MANY_POINTS.get(option, "a variable is one number"))
             try:
                 point[name] = parse_constant(value.strip())
             except ValueError as exc:
                 raise BadInput(f"{option} {name}: {getattr(exc, 'message', exc)}") from None
     return point
+
+
+#: what to use instead of an array of values, by option
+_MANY_POINTS = {"--at": "gradcli differentiates at one point (for many points: gradcli grad --points FILE, "
+                        "one row per point, or --batch N --domain)"}
 
 
 def check_names(variables, point: dict, option: str = "--at") -> None:
@@ -101,6 +110,8 @@ def parse_direction(values, parse_constant, option: str = "--direction"):
     if any(named):
         raise BadInput(f"{option}: give every component by position (\"1,0\") or every one by name "
                        "(\"x=1, y=0\"), not a mix")
+    if items[0].startswith("["):
+        raise BadInput(f"{option} takes the components without brackets, such as \"1,0\"")
     out = []
     for item in items:
         try:
