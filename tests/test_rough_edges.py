@@ -350,3 +350,44 @@ def test_the_json_error_document_carries_the_expression_hint_too():
     assert r.exit_code == 2
     doc = strict_json(r.stdout)
     assert doc["status"] == "error" and "put it after --: gradcli grad -- '--x**2'" in doc["error"]
+
+
+# --- gradcli check with no PATH, a misspelt [tool.gradcli] key ------------------------------------------
+
+def test_check_without_a_path_checks_the_current_folder(tmp_path):
+    model(tmp_path / "m.py", """
+        import numpy as np
+        import gradcli
+
+        @gradcli.check(x=(3,))
+        def squares(x):
+            return np.sum(x ** 2)
+        """)
+    r = check("--json", cwd=tmp_path)
+    assert r.exit_code == 0, r.stderr
+    assert [(c["name"], c["status"]) for c in strict_json(r.stdout)["checks"]] == [("squares", "pass")]
+    dot = strict_json(check(".", "--json", cwd=tmp_path).stdout)
+    assert strict_json(r.stdout)["checks"][0]["file"] == dot["checks"][0]["file"]
+
+
+def test_check_without_a_path_in_a_folder_without_models_says_so(tmp_path):
+    r = check(cwd=tmp_path)
+    assert r.exit_code == 2 and "no model files" in r.stderr and "Missing argument" not in r.stderr
+
+
+@pytest.mark.parametrize("key, meant", [("wrtt", "wrt"), ("rtoll", "rtol"), ("time-out", "timeout"),
+                                        ("Seed", "seed")])
+def test_a_misspelt_tool_gradcli_key_gets_the_closest_one(tmp_path, key, meant):
+    (tmp_path / "pyproject.toml").write_text(f"[tool.gradcli]\n{key} = 1\n")
+    with pytest.raises(ValueError) as err:
+        session.load_defaults(tmp_path)
+    assert f"unknown key {key!r} in [tool.gradcli]; did you mean {meant!r}? (known: " in str(err.value)
+    model(tmp_path / "m.py", "import gradcli\n")
+    r = check(tmp_path / "m.py")
+    assert r.exit_code == 2 and f"did you mean {meant!r}?" in r.stderr and len(r.stderr.splitlines()) == 1
+
+
+def test_a_tool_gradcli_key_with_nothing_close_gets_the_list_only(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.gradcli]\nzzzzzz = 1\n")
+    with pytest.raises(ValueError, match=re.escape("unknown key 'zzzzzz' in [tool.gradcli] (known: ")):
+        session.load_defaults(tmp_path)

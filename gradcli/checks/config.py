@@ -75,7 +75,8 @@ def load_defaults(path) -> dict:
     for key, value in table.items():
         name = key.replace("-", "_")
         if name not in KEYS:
-            raise ValueError(f"{found}: unknown key {key!r} in [tool.gradcli] (known: {', '.join(KEYS)})")
+            raise ValueError(f"{found}: unknown key {key!r} in [tool.gradcli]{_closest_key(name)} "
+                             f"(known: {', '.join(KEYS)})")
         if name == "domain" and isinstance(value, list):
             value = tuple(value)
         out[name] = value
@@ -85,6 +86,14 @@ def load_defaults(path) -> dict:
     except BadInput as exc:
         raise ValueError(f"{found}: [tool.gradcli]: {exc.message}") from None
     return out
+
+
+def _closest_key(name: str) -> str:
+    """``; did you mean 'wrt'?`` for a misspelt key, or ""."""
+    import difflib  # only a misspelt key needs it
+
+    close = difflib.get_close_matches(name.lower(), KEYS, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _validate_project_keys(out: dict) -> None:

@@ -30,7 +30,7 @@ class _CheckCommand(JsonCommand):
 
 
 @click.command(cls=_CheckCommand)
-@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.argument("paths", nargs=-1, default=(".",), metavar="[PATH]...")  # none: the current folder, as pytest
 @click.option("-k", "pattern", default=None, metavar="PATTERN",
               help="Only checks whose name (or file) contains PATTERN, case-insensitive, as pytest's -k: "
                    "\"mlp and not bias\", \"softmax or attention\".")
