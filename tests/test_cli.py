@@ -19,7 +19,7 @@ from gradcli import __version__
 from gradcli.cli import COMMANDS, command_docstring, load_command, main
 from gradcli.verdict.exit_codes import EXIT_CODES, exit_code
 from gradcli.core.primitives import PRIMITIVES
-from gradcli.verdict.report import METHOD_ORDER
+from gradcli.verdict.report import HESSIAN_ORDER, METHOD_ORDER
 from cli_helpers import PLAIN_ENV, RUNNER, strict_json
 
 # a numpy RuntimeWarning would reach the user's stderr: make it an error that fails the test
@@ -615,3 +615,26 @@ def test_a_direction_in_brackets_is_refused_in_one_line():
     r = grad("x*y", "--at", "x=1, y=2", "--direction", "x=[1,0]")
     assert (r.exit_code, r.stderr) == (2, "error: --direction x: array values are not supported; a variable is "
                                           "one number\n")
+
+
+def _completions(args, incomplete):
+    from click.shell_completion import ShellComplete
+
+    return [c.value for c in ShellComplete(main, {}, "gradcli", "_GRADCLI_COMPLETE").get_completions(args, incomplete)]
+
+
+@pytest.mark.parametrize("command, order", [("grad", METHOD_ORDER), ("hessian", HESSIAN_ORDER)])
+def test_method_values_complete_in_the_shell(command, order):
+    # every method the command accepts, and nothing else: the option's own list is the report's order
+    for option in ("-m", "--method"):
+        assert _completions([command, "x", option], "") == list(order)
+    assert _completions([command, "x", "-m"], "s") == [m for m in order if m.startswith("s")]
+    assert _completions([command, "x", "-m"], "zz") == []
+
+
+def test_a_method_list_completes_its_last_item():
+    assert _completions(["grad", "x", "-m"], "forward,r") == ["forward,reverse", "forward,richardson"]
+    # a method already in the list is not offered again; the typed items are kept as typed
+    assert _completions(["grad", "x", "--method"], "Forward,reverse,") == [
+        f"Forward,reverse,{m}" for m in METHOD_ORDER if m not in ("forward", "reverse")]
+    assert _completions(["grad", "x", "-m"], "central,complex-") == ["central,complex_step"]

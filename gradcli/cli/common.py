@@ -168,14 +168,33 @@ class ExpressionCommand(JsonCommand):
         return out + (["--", *expressions] if expressions else [])
 
 
+def method_completion(names):
+    """A shell_complete callback for -m/--method over ``names``: in a comma list (``forward,re``) the last
+    item is completed and the ones before it kept, and a method already in the list is not offered again."""
+    def complete(ctx, param, incomplete: str):
+        done, _, last = incomplete.rpartition(",")
+        given = {n.strip().lower().replace("-", "_") for n in done.split(",")}
+        prefix = last.strip().lower().replace("-", "_")
+        lead = done + "," if done else ""
+        from click.shell_completion import CompletionItem  # only a completing shell needs it
+
+        return [CompletionItem(lead + n) for n in names
+                if n.startswith(prefix) and n not in given]
+    return complete
+
+
 def point_options(methods_help: str):
-    """The options every point command shares (grad, hessian): --at, --method, --rtol, --atol, --timeout."""
+    """The options every point command shares (grad, hessian): --at, --method, --rtol, --atol, --timeout.
+    ``methods_help`` lists the command's methods, comma-separated: the help shows it, the shell completes them."""
+    names = [n.strip() for n in methods_help.split(",")]
+
     def decorate(f):
         for option in reversed((
             click.option("--at", "at", multiple=True, metavar="NAME=VALUE",
                          help="A variable's value; repeatable, or several as \"x=1, y=2\". VALUE may be a "
                               "constant expression such as pi/4."),
             click.option("--method", "-m", "methods", multiple=True, metavar="NAME",
+                         shell_complete=method_completion(names),
                          help=f"Methods to show (repeatable or comma-separated): {methods_help}. Default: all."),
             click.option("--rtol", type=float, default=None,
                          help="Relative tolerance for every method (default: per method)."),
