@@ -81,7 +81,10 @@ def test_hessian_formats():
     rows = pipe_rows(r.stdout)
     assert rows[0] == ["method", "status", "max rel. error", "asymmetry"] and len(rows) == 2 + 4
     assert "| x | 2 | 0 |" in r.stdout and "| y | 0 | -2 |" in r.stdout
-    assert "**saddle**" in r.stdout and "- ∂²f/∂x∂y = `0`" in r.stdout
+    assert "definiteness: **indefinite** (a saddle point)" in r.stdout and "- ∂²f/∂x∂y = `0`" in r.stdout
+    r = run("hessian", "x**2*sin(y)", "--at", "x=1.5, y=0.3", "--format", "markdown")
+    assert "**indefinite** (not a critical point: the gradient is not zero)" in r.stdout
+    assert "saddle" not in r.stdout
 
 
 @pytest.mark.parametrize("cmd", ["grad", "hessian"])

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 
@@ -23,11 +24,69 @@ def test_table_shows_methods_symmetry_eigenvalues_and_the_verdict():
     r = run("hessian", "x**2*sin(y)", "--at", "x=1.5", "--at", "y=0.3")
     assert r.exit_code == 0 and r.stderr == ""
     for text in ("∂²f/∂x∂y = 2*x*cos(y)", "forward_over_reverse", "reverse_over_forward", "central_of_reverse",
-                 "asymmetry", "eigenvalues:", "definiteness: saddle", "✓ agree"):
+                 "asymmetry", "eigenvalues:", "definiteness: indefinite", "✓ agree"):
         assert text in r.stdout, text
     assert "∂²f/∂y∂x  " not in r.stdout  # the per-entry table only with --full
     full = run("hessian", "x**2*sin(y)", "--at", "x=1.5", "--at", "y=0.3", "--full")
     assert full.exit_code == 0 and "∂²f/∂y∂x" in full.stdout and "∂²f/∂y²" in full.stdout
+
+
+def _matrix_rows(stdout: str, corner: str) -> dict:
+    """The rows of the boxed matrix table headed ``corner``: {row label: [numbers]}."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if corner in line)
+    rows = {}
+    for line in lines[start + 2:]:
+        if line.startswith("└"):
+            return rows
+        label, *cells = [c.strip() for c in line.strip("│").split("│")]
+        rows[label] = [float(c) for c in cells]
+    raise AssertionError(f"{corner} table not closed")
+
+
+def test_default_output_shows_the_hessian_values():
+    x, y = 1.5, 0.3
+    r = run("hessian", "x**2*sin(y)", "--at", f"x={x}", "--at", f"y={y}")
+    assert r.exit_code == 0
+    rows = _matrix_rows(r.stdout, "H (symbolic)")
+    # by hand: f_xx = 2 sin y, f_xy = 2 x cos y, f_yy = -x² sin y
+    expected = {"x": [2 * math.sin(y), 2 * x * math.cos(y)], "y": [2 * x * math.cos(y), -x * x * math.sin(y)]}
+    assert list(rows) == ["x", "y"]
+    for label, want in expected.items():
+        assert rows[label] == pytest.approx(want, rel=1e-10), label
+    assert max(len(line) for line in r.stdout.splitlines()) <= 80  # compact: fits a terminal
+    full = run("hessian", "x**2*sin(y)", "--at", f"x={x}", "--at", f"y={y}", "--full")
+    assert "H (symbolic)" not in full.stdout  # --full's table shows every method's entries instead
+
+
+def test_a_vector_expression_shows_its_jacobian_values():
+    x, y = 1.5, 0.3
+    r = run("grad", "x*y, sin(x)*y", "--at", f"x={x}, y={y}")
+    assert r.exit_code == 0
+    rows = _matrix_rows(r.stdout, "J (symbolic)")
+    assert list(rows) == ["f1", "f2"]
+    assert rows["f1"] == pytest.approx([y, x], rel=1e-10)
+    assert rows["f2"] == pytest.approx([math.cos(x) * y, math.sin(x)], rel=1e-10)
+    assert "worst entry" in r.stdout  # the methods' table stays compact
+
+
+@pytest.mark.parametrize("expr, point, line", [
+    ("x**2*sin(y)", "x=1.5, y=0.3", "indefinite (not a critical point: the gradient is not zero)"),
+    ("x**2 - y**2", "x=0, y=0", "indefinite (a saddle point)"),
+    ("x**2 + y**2", "x=1, y=0", "positive definite (not a critical point: the gradient is not zero)"),
+    ("x**2 + y**2", "x=0, y=0", "positive definite (a local minimum)"),
+    # the float nearest pi/2 is 6e-17 off the maximum: zero within what one ulp of x moves the gradient
+    ("sin(x) + sin(y)", f"x={math.pi / 2}, y={math.pi / 2}", "negative definite (a local maximum)"),
+    ("x**4 + y**2", "x=0, y=0", "singular (the second-derivative test is inconclusive)"),
+    ("x**4 + y**2", "x=1, y=0", "positive definite (not a critical point: the gradient is not zero)"),
+])
+def test_definiteness_names_the_point_only_where_the_gradient_is_zero(expr, point, line):
+    r = run("hessian", expr, "--at", point)
+    assert r.exit_code == 0
+    assert f"definiteness: {line}\n" in r.stdout
+    doc = strict_json(run("hessian", expr, "--at", point, "--json").stdout)
+    critical = all(abs(g) < 1e-15 for g in doc["gradient"].values())  # independent of the renderer's rule
+    assert ("not a critical point" not in line) == critical
 
 
 def test_json_is_strict_and_has_the_contract_keys():

@@ -135,7 +135,7 @@ def hessian_markdown(report) -> str:
         parts.append(table)
     if report.eigenvalues is not None and report.definiteness is not None:
         parts.append(f"eigenvalues: {', '.join(fmt_number(v, 8) for v in report.eigenvalues)}; "
-                     f"definiteness: **{report.definiteness}** ({definiteness_text(report)})")
+                     "definiteness: **{}** ({})".format(*definiteness_text(report)))
     if report.direction is not None:
         parts.append(_md_directional(report, hvp=True))
     parts.append(_md_verdict(report))
@@ -281,7 +281,7 @@ def hessian_latex(report, second=None, functions=None) -> str:
     parts.append(_tabular(["method", "status", r"max rel.\ error", "asymmetry"], rows, "llrr"))
     if report.eigenvalues is not None and report.definiteness is not None:
         eig = ", ".join(latex_number(v, 8) for v in report.eigenvalues)
-        parts.append(f"Eigenvalues: {eig}; definiteness: \\textbf{{{latex_escape(report.definiteness)}}} "
-                     f"({latex_escape(definiteness_text(report))}).")
+        kind, note = definiteness_text(report)
+        parts.append(f"Eigenvalues: {eig}; definiteness: \\textbf{{{latex_escape(kind)}}} ({latex_escape(note)}).")
     parts.append(_latex_verdict(report))
     return "\n\n".join(parts) + "\n"

@@ -91,7 +91,10 @@ def render_grad(report: GradReport, full: bool = False) -> Group:
         parts.append(sym)
 
     if report.vector and not full:
-        # compact: one row per method; --full shows every entry
+        # compact: the reference Jacobian's values, then one row per method; --full shows every entry
+        if report.jacobian is not None:
+            outputs = [f"f{i + 1}" for i in range(len(report.values))]
+            parts.append(matrix_table(f"J ({report.reference})", outputs, report.variables, report.jacobian))
         parts.append(method_table(report, [("worst entry", lambda name, m: "" if name == report.reference else _worst(report, m))]))
     else:
         rows = [(_label(report, i, var), i, k) for i in range(len(report.values))
@@ -173,6 +176,18 @@ def entry_table(report, rows) -> Fit:
             cells += [value, Text(err, style=style)]
         by_method.add_row(method_header(report, name), *cells)
     return Fit(wide, by_method, wide)
+
+
+def matrix_table(corner: str, rows: list, columns: list, matrix) -> Table:
+    """A matrix's values (the reference Jacobian or Hessian), its rows and columns labelled, ``corner``
+    naming it: the numbers the command is named for, in the compact layout too."""
+    table = Table()
+    table.add_column(corner)
+    for name in columns:
+        table.add_column(name, justify="right")
+    for label, values in zip(rows, matrix):
+        table.add_row(label, *(fmt_number(v) for v in values))
+    return table
 
 
 def method_table(report, extra=()) -> Table:
