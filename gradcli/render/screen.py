@@ -209,9 +209,10 @@ class Column:
 
 
 class Table:
-    """A boxed table (a heavy header rule, light body), cells padded one space either side except at
-    the edges; cells may hold several lines. Wider than the screen, it becomes one block per row,
-    headed by its first ``heading_columns`` cells."""
+    """A boxed table (a heavy header rule, light body), every cell padded one space either side (the
+    edge cells too: ``│ ∂f/∂x │``), except on a screen those two outer spaces would overflow: they are
+    given up before the boxed layout is; cells may hold several lines. Wider than the screen, it becomes
+    one block per row, headed by its first ``heading_columns`` cells."""
 
     def __init__(self, title=None, title_justify: str = "center", header_style: str = "bold",
                  heading_columns: int = 1):
@@ -232,17 +233,22 @@ class Table:
                     + [line_len(line) for row in self.rows for line in row[i]])
                 for i, col in enumerate(self.columns)]
 
-    def _pads(self) -> list:
+    def _pads(self, edges: bool) -> list:
         n = len(self.columns)
-        return [(0 if i == 0 else 1, 0 if i == n - 1 else 1) for i in range(n)]
+        return [(1 if edges or i > 0 else 0, 1 if edges or i < n - 1 else 0) for i in range(n)]
+
+    def _width(self, edges: bool) -> int:
+        return sum(self._widths()) + sum(a + b for a, b in self._pads(edges)) + len(self.columns) + 1
 
     def width(self) -> int:
-        """Columns the boxed table takes (its title aside)."""
-        return sum(self._widths()) + sum(a + b for a, b in self._pads()) + len(self.columns) + 1
+        """The fewest columns the boxed table takes (its title aside): without the edge cells' outer
+        spaces, which a screen one or two columns too narrow does without."""
+        return self._width(edges=False)
 
     def lines(self, width: int, wrap_prose: bool = False) -> list:
-        widths, pads = self._widths(), self._pads()
-        total = self.width()
+        edges = self._width(edges=True) <= width
+        widths, pads = self._widths(), self._pads(edges)
+        total = self._width(edges)
         if total > width and len(widths) > 1:
             return self._blocks(width)
         out = []
@@ -250,8 +256,7 @@ class Table:
             for line in _title_lines(self.title, width):
                 room = max(0, total - line_len(line))
                 left = room // 2 if self.title_justify == "center" else 0
-                out.append([(" " * left, "")] + [(t, join_styles("italic", s)) for t, s in line]
-                           + [(" " * (room - left), "")])
+                out.append([(" " * left, "")] + [(t, join_styles("italic", s)) for t, s in line])
 
         def rule(left, fill, mid, right):
             return [(left + mid.join(fill * (w + a + b) for w, (a, b) in zip(widths, pads)) + right, "")]
@@ -365,8 +370,9 @@ class Screen:
         self.wrap = tty if wrap is None else wrap
 
     def render(self, *renderables) -> str:
-        """The text the renderables print as, each line ending in a newline."""
-        return "".join(self._paint(line) + "\n" for r in renderables
+        """The text the renderables print as, each line ending in a newline (and never in a space:
+        padding that ends a line is noise in a log and in a diff)."""
+        return "".join(self._paint(_rstrip(line)) + "\n" for r in renderables
                        for line in (as_text(r) if isinstance(r, str) else r).lines(self.width, self.wrap))
 
     def print(self, *renderables) -> None:
