@@ -1,5 +1,5 @@
 """The README and the docs site say what gradcli does: their console sessions are run (tests/docs_blocks.py),
-the quick start's output is the real one, every --json document fits its JSON Schema in docs/schemas/,
+the quick start's output is the real one, every --json document fits its JSON Schema in gradcli/schemas/,
 every option and [tool.gradcli] key is documented, and ``mkdocs build --strict`` builds the site."""
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from gradcli.cli import COMMANDS, load_command, main
 
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
-SCHEMAS = DOCS / "schemas"
+SCHEMAS = ROOT / "gradcli" / "schemas"
 SESSIONS = [s for path in docs_blocks.doc_files() for s in docs_blocks.sessions(path)]
 
 

@@ -85,7 +85,7 @@ def test_sigterm_and_sighup_in_a_point_command(tmp_path, sig):
     assert code == STATUS[sig] and err.splitlines() == [LINE[sig]]
 
 
-SCHEMAS = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "docs", "schemas")
+SCHEMAS = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "gradcli", "schemas")
 
 
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
