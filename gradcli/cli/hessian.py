@@ -28,8 +28,8 @@ def hessian(expr, at, methods, rtol, atol, timeout, direction, full, as_json, fm
     """The Hessian of the scalar expression EXPR at a point.
 
     Forward-over-reverse, reverse-over-forward, central differences of the reverse gradient, and sympy
-    as the reference; symmetry, eigenvalues and the definiteness of the point (minimum, maximum, saddle,
-    degenerate).
+    as the reference; the Hessian's values, symmetry, eigenvalues and definiteness, and where the gradient
+    is zero the kind of point (minimum, maximum, saddle).
 
     \b
     Examples:

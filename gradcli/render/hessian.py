@@ -66,7 +66,8 @@ def render_hessian(report: HessianReport, full: bool = False) -> Group:
         return Text("—" if s is None else ("0" if s == 0 else f"{s:.1e}"),
                     style="dim" if s is None else "green" if s < 1e-10 else "yellow")
 
-    if report.hessian is not None and not full:  # --full shows every method's entries instead
+    # --full shows every method's entries instead; a matrix undefined throughout has no numbers to show
+    if report.hessian is not None and np.isfinite(report.hessian).any() and not full:
         parts.append(matrix_table(f"H ({report.reference})", report.variables, report.variables, report.hessian))
     parts.append(method_table(report, [("asymmetry", symmetry_cell)]))
     if full:
