@@ -27,8 +27,10 @@ import numpy as np
 
 from gradcli.core.constants import NUMERICAL, TOLERANCES
 from gradcli.core.graph import Graph
+from gradcli.engines import cpu
 from gradcli.engines.program import compile_graph
 from gradcli.methods.differences import rounding_scale
+from gradcli.methods.extended_range import EXTENDED
 from gradcli.methods.forward import monte_carlo_spread
 from gradcli.verdict import tolerance as vt
 from gradcli.verdict.diagnose import diagnose_batch
@@ -143,9 +145,11 @@ def _kernel(c: Chunk, plan: Plan, device: Device):
     engine = plan.options.engine
     t0 = time.perf_counter()
     R = _rows(c.xp, device.run(program, c.inputs, c.dtype, engine), n)
+    Jr = bm.in_extended_range(c.graph, c.inputs, R[m:].reshape(m, nv, n), c.xp, c.dtype, run_wide=lambda wide, k: _rows(
+        np, cpu.execute(program, wide, dtype=EXTENDED), k)[m:].reshape(m, nv, k))
     c.seconds["reverse"] += time.perf_counter() - t0
     S = _rows(c.xp, device.run(program_abs, c.inputs, c.dtype, engine), n)
-    return R[:m], R[m:].reshape(m, nv, n), S[m:].reshape(m, nv, n)
+    return R[:m], Jr, S[m:].reshape(m, nv, n)
 
 
 def _methods(c: Chunk, plan: Plan, Jr):

@@ -14,9 +14,9 @@ import numpy as np
 
 from gradcli.core.constants import COMPLEX_STEP, STRADDLE_BUDGET
 from gradcli.core.graph import Graph, evaluate
-from gradcli.methods import differences
+from gradcli.methods import differences, extended_range
 from gradcli.methods.differences import best_central, rounding_scale, select_central, straddles
-from gradcli.methods.forward import Dual, DualOps, monte_carlo_spread, sweep
+from gradcli.methods.forward import Dual, DualOps, monte_carlo_spread, sweep, watched_ops
 
 
 def _n_points(inputs: dict, n: int | None) -> int:
@@ -36,7 +36,7 @@ def outputs(graph: Graph, inputs: dict, xp, dtype, n: int | None = None, jiggle=
 
 # --- forward mode on dual arrays ---------------------------------------------------------------------
 
-def forward(graph: Graph, inputs: dict, xp, dtype, jiggle=None, n: int | None = None):
+def forward(graph: Graph, inputs: dict, xp, dtype, jiggle=None, n: int | None = None, observe=None):
     """Values (m, N) and Jacobian (m, nvars, N) by dual numbers whose tangents are arrays (nvars, N).
 
     Each variable is seeded with a column of the identity, shape (nvars, 1), that broadcasts against
@@ -47,7 +47,9 @@ def forward(graph: Graph, inputs: dict, xp, dtype, jiggle=None, n: int | None = 
     nv = len(graph.variables)
     eye = xp.eye(nv, dtype=dtype)
     seeds = {v: Dual(inputs[v], eye[:, k:k + 1]) for k, v in enumerate(graph.variables)}
-    outs = sweep(graph, seeds, DualOps(xp), dtype=dtype, jiggle=jiggle)
+    ops = DualOps(xp) if observe is None else watched_ops(observe, xp)
+    outs = sweep(graph, seeds, ops, dtype=dtype, jiggle=jiggle,
+                 observe=None if observe is None else (lambda i, d: observe.see(d)))
     m = len(graph.outputs)
     V = xp.empty((m, N), dtype=dtype)
     J = xp.zeros((m, nv, N), dtype=dtype)
@@ -56,7 +58,9 @@ def forward(graph: Graph, inputs: dict, xp, dtype, jiggle=None, n: int | None = 
         V[j] = xp.broadcast_to(xp.asarray(v, dtype=dtype), (N,))
         if t is not None and nv:
             J[j] = xp.broadcast_to(xp.asarray(t, dtype=dtype), (nv, N))
-    return V, J
+    if observe is not None:  # the extended run itself
+        return V, J
+    return V, in_extended_range(graph, inputs, J, xp, dtype, jiggle)
 
 
 def rounding_spread(graph: Graph, inputs: dict, J0, xp, dtype, seed: int = 0, n: int | None = None):
@@ -64,6 +68,38 @@ def rounding_spread(graph: Graph, inputs: dict, J0, xp, dtype, seed: int = 0, n:
     random directions per node, as :func:`gradcli.methods.forward.rounding_spread` does at a point)."""
     return monte_carlo_spread(lambda signs: forward(graph, inputs, xp, dtype, jiggle=signs, n=n)[1], J0,
                               len(graph.nodes), trials=2, seed=seed, xp=xp)
+
+
+def in_extended_range(graph: Graph, inputs: dict, J, xp, dtype, jiggle=None, run_wide=None):
+    """``J`` (m, nvars, N) with the entries float64's range lost recomputed at their points on the host in
+    the extended type (:mod:`gradcli.methods.extended_range`): candidates are entries 0, subnormal or not
+    finite where the output depends on the variable; forward mode redone wider (``jiggle`` as given)
+    says at which of them an intermediate left float64's range, and there ``run_wide(wide inputs, k)``
+    (default: that forward run) gives the entry. Only the gathered points travel; float32 batches and
+    platforms without a wider type keep ``J``, and so does a device (CuPy): the host's long double is not
+    there, and the gathering would wait for the device at every chunk (docs/methods.md, "When float64
+    is the problem")."""
+    if xp is not np or np.dtype(dtype) != np.float64 or extended_range.EXTENDED is None or J.size == 0:
+        return J
+    m, nv, N = J.shape
+    reach = np.asarray([[graph.depends_on([v])[o] for v in graph.variables] for o in graph.outputs],
+                       dtype=bool).reshape(m, nv, 1)
+    idx = np.nonzero((extended_range.suspect(np, J) & reach).reshape(m * nv, N).any(axis=0))[0]
+    if idx.size == 0:
+        return J
+    k = int(idx.size)
+    wide = extended_range.widened({key: v[idx] if np.ndim(v) else v for key, v in inputs.items()})
+    watch = extended_range.Watch(k)
+    with np.errstate(all="ignore"):
+        try:
+            J_wide = forward(graph, wide, np, extended_range.EXTENDED, jiggle, k, observe=watch)[1]
+            if run_wide is not None:
+                J_wide = run_wide(wide, k)
+        except (TypeError, ValueError, OverflowError):  # a primitive with no long double loop
+            return J
+    J = J.copy()
+    J[:, :, idx] = extended_range.repaired(J[:, :, idx], J_wide, reach & watch.where)
+    return J
 
 
 # --- finite differences, vectorised --------------------------------------------------------------------

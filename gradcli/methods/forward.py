@@ -13,6 +13,7 @@ import numpy as np
 
 from gradcli.core.graph import Graph, walk
 from gradcli.core.primitives import PRIMITIVES, NumericOps, Ops
+from gradcli.methods import extended_range
 
 
 class Dual:
@@ -137,17 +138,34 @@ def jacobian(graph: Graph, point: dict, jiggle: np.ndarray | None = None) -> tup
     Each variable is seeded with a unit tangent vector, so tangents have one entry per variable.
     ``jiggle``: see :func:`sweep`.
     """
+    watch = extended_range.Watch()
+    values, J = _jacobian(graph, point, jiggle, watch)
+    return values, extended_range.at_point(lambda wide, seen: _jacobian(graph, wide, jiggle, seen)[1], point, J,
+                                           watch)
+
+
+def watched_ops(watch, xp=np) -> DualOps:
+    """Dual-number ops whose every local partial ``watch`` sees (a partial can leave the range that the
+    tangents it multiplies bring back: -1/y**2 = 3.7e-348 times exp(400))."""
+    def see(p):
+        watch.see(p)
+        return p
+    return DualOps(xp, partial=see)
+
+
+def _jacobian(graph: Graph, point: dict, jiggle, watch):
     n = len(graph.variables)
-    eye = np.eye(n)
-    seeds = {v: Dual(np.float64(point[v]), eye[k]) for k, v in enumerate(graph.variables)}
+    dtype = np.result_type(np.float64, *[np.asarray(point[v]).dtype for v in graph.variables])
+    eye = np.eye(n, dtype=dtype)
+    seeds = {v: Dual(dtype.type(point[v]), eye[k]) for k, v in enumerate(graph.variables)}
     with np.errstate(all="ignore"):
-        outs = sweep(graph, seeds, jiggle=jiggle)
-    values, rows = [], []
-    for out in outs:
-        v, t = split(out)
-        values.append(float(v))
-        rows.append(np.zeros(n) if t is None else np.broadcast_to(np.asarray(t, dtype=float), (n,)))
-    return values, np.array(rows, dtype=float).reshape(len(graph.outputs), n)
+        outs = sweep(graph, seeds, watched_ops(watch), jiggle=jiggle, observe=lambda i, d: watch.see(d))
+        values, rows = [], []
+        for out in outs:
+            v, t = split(out)
+            values.append(float(v))
+            rows.append(np.zeros(n, dtype=dtype) if t is None else np.broadcast_to(np.asarray(t, dtype=dtype), (n,)))
+        return values, np.array(rows, dtype=dtype).reshape(len(graph.outputs), n)
 
 
 def magnitudes(graph: Graph, point: dict) -> np.ndarray:

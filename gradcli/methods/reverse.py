@@ -16,6 +16,7 @@ import numpy as np
 
 from gradcli.core.graph import graph_sweep, node_values, sweep_back
 from gradcli.core.primitives import PRIMITIVES, NumericOps, Ops
+from gradcli.methods import extended_range
 
 _NUMERIC = NumericOps(np)
 _FREED = ("Trying to backward through the graph a second time (or directly access saved values after they "
@@ -298,13 +299,29 @@ def jacobian(graph, point: dict, observe=None) -> tuple[list, np.ndarray]:
 
     One pass over the nodes gives every value; then one reverse sweep over the graph per output row
     (:func:`gradcli.core.graph.graph_sweep`), ``observe(row, node, adjoint, edges)`` seeing each of its
-    steps. Division by zero and domain errors give inf/nan, never exceptions.
+    steps. Division by zero and domain errors give inf/nan, never exceptions. Entries float64's range
+    lost on the way are recomputed in a wider type (:mod:`gradcli.methods.extended_range`), except when
+    observed: the sweeps shown are float64's own.
     """
+    watch = extended_range.Watch()
+    values, J = _jacobian(graph, point, watch, observe)
+    if observe is None:
+        J = extended_range.at_point(lambda wide, seen: _jacobian(graph, wide, seen)[1], point, J, watch)
+    return values, J
+
+
+def _jacobian(graph, point: dict, watch, observe=None):
+    def seen(r, i, g, edges):
+        watch.see(g, *(p for _, p, _ in edges or ()))
+        if observe is not None:
+            observe(r, i, g, edges)
+
     with np.errstate(all="ignore"):
         # float64 even for an int or float32 point: the reference methods all work in float64
         x = {name: _as_value(np.asarray(point[name], dtype=np.result_type(np.float64, point[name])))
              for name in graph.variables}
         vals = node_values(graph, x)
+        watch.see(*vals)
         dtype = np.result_type(np.float64, *x.values())
         jac = np.zeros((len(graph.outputs), len(graph.variables)), dtype=dtype)
         partial = local_partials(graph, vals)
@@ -312,8 +329,8 @@ def jacobian(graph, point: dict, observe=None) -> tuple[list, np.ndarray]:
         for r, o in enumerate(graph.outputs):
             if not active[o]:
                 continue
-            seen = None if observe is None else (lambda i, g, edges, r=r: observe(r, i, g, edges))
-            adjoints = graph_sweep(graph, r, partial, np.ones_like(vals[o])[()], observe=seen)
+            adjoints = graph_sweep(graph, r, partial, np.ones_like(vals[o])[()],
+                                   observe=lambda i, g, edges, r=r: seen(r, i, g, edges))
             jac[r] = [np.asarray(adjoints.get(name, 0.0)).item() for name in graph.variables]
         values = [np.asarray(vals[o]).item() for o in graph.outputs]
     return values, jac

@@ -17,7 +17,10 @@ import numpy as np
 from gradcli.core.graph import Graph, node_values, walk
 from gradcli.methods.forward import Dual, DualOps, split
 from gradcli.core.primitives import PRIMITIVES, NumericOps, Ops
+from gradcli.methods.extended_range import EXTENDED
 from gradcli.verdict.report import Diagnostic
+
+_WIDE = NumericOps(np)
 
 
 def _fmt(v) -> str:
@@ -90,9 +93,24 @@ class DiagnosisOps(Ops):
             bad = full(False) if test is None else live & test()
             found.append(bad)
             live = live & ~bad
-        partial = [live & ~full(xp.isfinite(rule(self.numeric, v, *args))) for rule in prim.partials]
+        partial = [live & ~full(self._finite(prim, rule, v, args)) for rule in prim.partials]
         self.checks = (args, *found, partial)
         return v
+
+    def _finite(self, prim, rule, v, args):
+        """Whether the local partial is finite: on the host, a partial that overflows float64 but is
+        finite in the extended type (d(1/z)/dz = -1e320 at z = 1e-160) is finite; the derivative through
+        it may well be (d atan(1/z)/dz = -1), and the AD methods compute it in that type where needed."""
+        xp = self.xp
+        with np.errstate(all="ignore"):
+            finite = xp.isfinite(rule(self.numeric, v, *args))
+            if xp is not np or EXTENDED is None or np.all(finite):
+                return finite
+            wide = [np.asarray(a, dtype=EXTENDED) for a in args]
+            try:
+                return finite | np.isfinite(rule(_WIDE, prim.value(np, *wide), *wide))
+            except (TypeError, ValueError):  # no long double loop for this primitive: as float64 says
+                return finite
 
 
 #: what each check means: (kind, the point's message, the batch's message), by the check's position
