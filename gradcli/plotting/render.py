@@ -234,10 +234,13 @@ def plot_file(data: PlotData, path: str, title: str, labels: list) -> None:
     fig = Figure(figsize=(8, 6.5), layout="constrained")
     ax_f, ax_d = fig.subplots(2, 1, sharex=True)
     x_unit = axis_unit(data.x)
+    kinks = _kinks(data) / x_unit
     for ax, panel in zip((ax_f, ax_d), _panels(data, labels, x_unit)):
         for j, name, pieces in panel.lines:
             for s, (xs, ys) in enumerate(pieces):
                 ax.plot(xs, ys, color=MPL_COLORS[j % len(MPL_COLORS)], label=name if s == 0 else None)
+        for k, xk in enumerate(kinks):
+            ax.axvline(xk, color="gray", linestyle=":", linewidth=1, label="kink" if k == 0 else None)
         ax.grid(True, alpha=0.3)
         if panel.limits is not None:
             ax.set_ylim(*panel.limits)
@@ -250,6 +253,13 @@ def plot_file(data: PlotData, path: str, title: str, labels: list) -> None:
     ax_d.set_xlabel(data.variable + (f" (×{_unit_text(x_unit)})" if x_unit != 1 else ""))
     ax_d.set_xlim(float(data.x[0] / x_unit), float(data.x[-1] / x_unit))
     _save(fig, target, fmt)
+
+
+def _kinks(data: PlotData) -> np.ndarray:
+    """Where f is continuous and f' jumps (a break of df that f does not share), marked in files: in
+    the middle of the segment, since the kink lies somewhere between its two samples."""
+    at = {i for f_brk, df_brk in zip(data.f_breaks, data.df_breaks) for i in set(df_brk) - set(f_brk)}
+    return np.array([(data.x[i] + data.x[i + 1]) / 2 for i in sorted(at)], dtype=float)
 
 
 def steps_file(data: StepData, path: str, title: str) -> None:
