@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from gradcli.render.screen import Fit, Group, Table, Text
+from gradcli.render.screen import Group, Table, Text
 from gradcli.checks.result import CheckReport, CheckResult
 from gradcli.render.table import fmt_error, fmt_number
 
@@ -42,8 +42,7 @@ def render_check_report(report: CheckReport, seconds: float | None = None, taylo
     on stderr; the summary line counts them). ``taylor`` adds the "taylor slope" column."""
     parts = []
     if report.checks:
-        parts.append(Fit(_checks_table(report, taylor), _checks_table(report, taylor, stacked=True),
-                         _checks_table(report, taylor)))
+        parts.append(ChecksTable(report, taylor))
     for r in report.checks:
         if r.status != "pass" or r.notes or r.digits:
             parts.append(render_details(r))
@@ -51,25 +50,72 @@ def render_check_report(report: CheckReport, seconds: float | None = None, taylo
     return Group(*parts)
 
 
-def _checks_table(report: CheckReport, taylor: bool, stacked: bool = False) -> Table:
-    """One row per check; ``stacked`` puts the place under the check's name (a narrower table).
-    As blocks (too wide for either), each check is headed by its status and name."""
+#: The summary's columns, the first dropped first when the table is too wide: one line per check at any
+#: width, as pytest and ruff give one line per item; what is dropped is in every failure's details.
+DROPPED_FIRST = ("max abs err", "reference", "taylor slope", "kind")
+#: The narrowest a check's name or place is cut to (with an ellipsis) before the table goes to blocks.
+MIN_NAME = 12
+
+
+class ChecksTable:
+    """One row per check: every column where the screen is wide enough, else the columns of
+    ``DROPPED_FIRST`` dropped in turn, then the place cut to its file name, then it and the name cut short;
+    a screen too narrow for even that gets one block per check."""
+
+    def __init__(self, report: CheckReport, taylor: bool):
+        self.report, self.taylor = report, taylor
+
+    def lines(self, width: int, wrap_prose: bool = False) -> list:
+        dropped = set() if self.taylor else {"taylor slope"}
+        table = _checks_table(self.report, dropped)
+        for col in DROPPED_FIRST:
+            if table.width() <= width:
+                return table.lines(width, wrap_prose)
+            dropped.add(col)
+            table = _checks_table(self.report, dropped)
+        table = _checks_table(self.report, dropped, short=True)
+        names = max(len(r.name) for r in self.report.checks)
+        places = max(len(_file_line(r)) for r in self.report.checks)
+        over = table.width() - width
+        # the name is the check's identity: the place is cut first
+        cut_places = min(max(over, 0), max(places - MIN_NAME, 0))
+        cut_names = min(max(over - cut_places, 0), max(names - MIN_NAME, 0))
+        if 0 < over <= cut_names + cut_places:  # else blocks, which show both whole
+            table = _checks_table(self.report, dropped, short=True, name_width=names - cut_names,
+                                  where_width=places - cut_places)
+        return table.lines(width, wrap_prose)
+
+
+def _file_line(r: CheckResult) -> str:
+    return where(r).rsplit("/", 1)[-1]
+
+
+def _cut(text: str, width: int | None, tail: bool = False) -> str:
+    """``text`` cut to ``width`` with an ellipsis: its end kept where ``tail`` (a file name and line)."""
+    if width is None or len(text) <= width:
+        return text
+    return "…" + text[len(text) - width + 1:] if tail else text[:width - 1] + "…"
+
+
+def _checks_table(report: CheckReport, dropped: set, short: bool = False, name_width: int | None = None,
+                  where_width: int | None = None) -> Table:
+    """The summary table without the ``dropped`` columns; ``short``: the file name and line alone, not
+    the path, and "rel err" for "max rel err"; names and places longer than ``name_width`` and
+    ``where_width`` cut short."""
     table = Table(heading_columns=2)
-    cols = [("status", "left"), ("check", "left")] + ([] if stacked else [("where", "left")]) + [
-        ("kind", "left"), ("max abs err", "right"), ("max rel err", "right"), ("reference", "left")]
-    if taylor:
-        cols.append(("taylor slope", "right"))
+    rel = "rel err" if short else "max rel err"
+    cols = [("status", "left"), ("check", "left"), ("where", "left"), ("kind", "left"),
+            ("max abs err", "right"), (rel, "right"), ("reference", "left"), ("taylor slope", "right")]
+    cols = [(c, j) for c, j in cols if c not in dropped]
     for col, justify in cols:
         table.add_column(col, justify=justify)
     for r in report.checks:
-        name = Text(r.name).append(f"\n{where(r)}", style="dim") if stacked else r.name
-        row = [Text(STATUS_LABEL.get(r.status, r.status), style=STATUS_STYLE.get(r.status, "")),
-               name] + ([] if stacked else [where(r)]) + [
-               r.kind + (" (order 2)" if r.order == 2 else ""),
-               fmt_error(r.max_abs_error) or "—", fmt_error(r.max_rel_error) or "—", r.reference or "—"]
-        if taylor:
-            row.append(fmt_taylor(r))
-        table.add_row(*row)
+        cells = {"status": Text(STATUS_LABEL.get(r.status, r.status), style=STATUS_STYLE.get(r.status, "")),
+                 "check": _cut(r.name, name_width), "where": _cut(_file_line(r), where_width, tail=True) if short
+                 else where(r), "kind": r.kind + (" (order 2)" if r.order == 2 else ""),
+                 "max abs err": fmt_error(r.max_abs_error) or "—", rel: fmt_error(r.max_rel_error) or "—",
+                 "reference": r.reference or "—", "taylor slope": "" if "taylor slope" in dropped else fmt_taylor(r)}
+        table.add_row(*(cells[c] for c, _ in cols))
     return table
 
 
