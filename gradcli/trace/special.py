@@ -6,7 +6,7 @@ start of the next trace, which is before the user's code can call it.
 
 * scipy.special's ufuncs meet ``Traced.__array_ufunc__`` as numpy's do: :class:`Elementwise` rules
   from the partials below (expit, erf, erfc, expm1 and log1p take the primitive table's); the
-  incomplete gamma and beta functions, stdtr and the Bessel functions in x alone, refusing a traced
+  incomplete beta function, stdtr and the Bessel functions in x alone, refusing a traced
   shape parameter or order; gammasgn is piecewise constant (derivative zero, as np.sign);
 * python-level functions (logsumexp, softmax, log_softmax, polygamma, ``scipy.stats.norm``'s logpdf,
   pdf, cdf and logcdf, ``multivariate_normal``'s logpdf and pdf) convert their arguments with
@@ -85,9 +85,8 @@ def _ufunc_partials(sc):
                   False),
         sc.rgamma: ((_rgamma_partial(sc),), False),
         sc.erfcx: ((lambda a, x: 2 * (x * a) - 2 / math.sqrt(math.pi),), False),
-        # the incomplete gammas and beta in x alone: their shape parameters have no closed-form partial
-        sc.gammainc: ((shape, lambda a, s, x: np.exp(sc.xlogy(s - 1, x) - x - sc.gammaln(s))), False),
-        sc.gammaincc: ((shape, lambda a, s, x: -np.exp(sc.xlogy(s - 1, x) - x - sc.gammaln(s))), False),
+        # the incomplete beta in x alone: its shape parameters have no closed-form partial (the
+        # incomplete gammas are in special_more)
         sc.betainc: ((shape, shape, lambda a, p, q, x: np.exp(
             sc.xlogy(p - 1, x) + sc.xlog1py(q - 1, -x) - sc.betaln(p, q))), False),
         sc.stdtr: ((shape, lambda a, df, t: np.exp(

@@ -1,10 +1,11 @@
 """More of scipy.special for :mod:`gradcli.trace.special`: hypergeometric, Box-Cox, relative entropy,
 Owen's T, Pochhammer, scaled Bessel, log-gamma, Dawson, the sine/cosine and Fresnel integrals, and zeta.
 
-Each partial is a closed form in scipy's own functions (DLMF numbers in the comments), differentiated
-in the data argument; a shape parameter with no closed-form partial (hyp2f1's a, b, c) is refused by
-:func:`refuse` and the check falls back to numerics. Where a closed form cannot be evaluated as written
-(0 * inf at a pole, cancellation near a removable singularity) the limit or a series takes over.
+Each partial is a closed form in scipy's own functions (DLMF numbers in the comments) where one exists.
+The parameters with none (hyp2f1's a, b, c, hyp1f1's a, b, the incomplete gammas' a, zeta's x) are
+differentiated by mpmath at 30 digits, element by element (:func:`mp_partial`). Where a closed form
+cannot be evaluated as written (0 * inf at a pole, cancellation near a removable singularity) the limit
+or a series takes over.
 """
 from __future__ import annotations
 
@@ -20,9 +21,37 @@ _INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
 _SQRT_1_2 = math.sqrt(0.5)
 
 
-def refuse(what):
-    def partial(a, *args):
-        raise NotTraceable(f"traced {what}: only the derivative in x is implemented")
+def _mp_elementwise(one, *args):
+    """``one(*mpfs)`` at 30 digits over numpy's broadcast of ``args``, to float64; NaN where mpmath
+    finds no real value (a pole, a complex result)."""
+    import mpmath  # sympy's dependency, so always there; loaded only when such a partial is needed
+
+    def safe(*v):
+        try:
+            with mpmath.workdps(30):
+                return float(one(*[mpmath.mpf(x) for x in v]))
+        except (ValueError, ZeroDivisionError, TypeError, mpmath.libmp.NoConvergence):
+            return math.nan
+
+    flat = np.broadcast_arrays(*[np.asarray(a, float) for a in args])
+    if not flat[0].size:
+        return np.zeros(flat[0].shape)
+    with np.errstate(**QUIET):
+        return np.vectorize(safe, otypes=[float])(*flat)
+
+
+def mp_partial(mpfunc, k):
+    """d/d args[k] of ``mpfunc(*args)`` by mpmath.diff (differences at raised precision, so the 30
+    digits hold 15 after the cancellation), element by element: about a millisecond an element, which
+    a check's reference, computed once per check on model-sized arrays, can afford; a series of our own
+    would need its own continuation past each one's radius (hyp2f1 beyond |z| = 1), which mpmath has."""
+    import mpmath
+
+    def one(*v):
+        return mpmath.diff(lambda t: mpfunc(*v[:k], t, *v[k + 1:]), v[k])
+
+    def partial(ans, *args):
+        return np.where(np.isfinite(ans), _mp_elementwise(one, *args), np.nan)
 
     return partial
 
@@ -56,13 +85,52 @@ def _boxcox_partials(log):
     return dx, dl
 
 
-def _hyp2f1_dz(sc):
-    def partial(ans, a, b, c, z):  # DLMF 15.5.1
+def _below_cut(partial):
+    def checked(ans, a, b, c, z):
         if np.any(np.asarray(z) >= 1):
             raise NotTraceable("z >= 1: the branch cut")
-        return a * b / c * sc.hyp2f1(a + 1, b + 1, c + 1, z)
+        return partial(ans, a, b, c, z)
+
+    return checked
+
+
+def _hyp2f1_partials(sc):
+    import mpmath
+
+    # DLMF 15.5.1 in z; a, b and c have no closed form
+    dz = _below_cut(lambda ans, a, b, c, z: a * b / c * sc.hyp2f1(a + 1, b + 1, c + 1, z))
+    return tuple(_below_cut(mp_partial(mpmath.hyp2f1, k)) for k in range(3)) + (dz,)
+
+
+def _hyp1f1_partials(sc):
+    import mpmath
+
+    # DLMF 13.3.15: d/dx M(a, b, x) = a / b M(a + 1, b + 1, x); a and b have no closed form
+    return (mp_partial(mpmath.hyp1f1, 0), mp_partial(mpmath.hyp1f1, 1),
+            lambda ans, a, b, x: a / b * sc.hyp1f1(a + 1, b + 1, x))
+
+
+def _gammainc_da(upper):
+    """d/da of P(a, x) (Q for ``upper``), by mpmath: of the smaller of P and Q = 1 - P, so that a
+    derivative far below the value's size (P near 1 at large x) keeps its digits."""
+    import mpmath
+
+    def one(s, x):
+        p = mpmath.gammainc(s, 0, x, regularized=True)
+        lower = p <= 0.5
+        f = (lambda t: mpmath.gammainc(t, 0, x, regularized=True)) if lower else \
+            (lambda t: mpmath.gammainc(t, x, mpmath.inf, regularized=True))
+        d = mpmath.diff(f, s)
+        return -d if lower == upper else d
+
+    def partial(ans, s, x):
+        return np.where(np.isfinite(ans) & (s > 0), _mp_elementwise(one, s, x), np.nan)
 
     return partial
+
+
+def _gammainc_dx(sign, sc):
+    return lambda a, s, x: sign * np.exp(sc.xlogy(s - 1, x) - x - sc.gammaln(s))
 
 
 def _poch_partials(sc):
@@ -92,11 +160,11 @@ def _i1e_partial(sc):
 
 def ufunc_partials(sc) -> dict:
     """scipy ufunc -> (partials, holomorphic), as special.py's own table."""
-    data = refuse("parameter")
     return {
-        sc.hyp2f1: ((data, data, data, _hyp2f1_dz(sc)), False),
-        # DLMF 13.3.15: d/dx M(a, b, x) = a / b M(a + 1, b + 1, x)
-        sc.hyp1f1: ((data, data, lambda ans, a, b, x: a / b * sc.hyp1f1(a + 1, b + 1, x)), False),
+        sc.hyp2f1: (_hyp2f1_partials(sc), False),
+        sc.hyp1f1: (_hyp1f1_partials(sc), False),
+        sc.gammainc: ((_gammainc_da(False), _gammainc_dx(1, sc)), False),
+        sc.gammaincc: ((_gammainc_da(True), _gammainc_dx(-1, sc)), False),
         sc.boxcox: (_boxcox_partials(np.log), False),
         sc.boxcox1p: (_boxcox_partials(np.log1p), False),
         # x log(x/y) - x + y and x log(x/y): log(x) - log(y) does not overflow where x / y would
@@ -144,15 +212,10 @@ def two_output_rules(sc) -> dict:
 
 
 def _zeta_ds(s, q):
-    """d/ds zeta(s, q), which scipy lacks: mpmath's, element by element, to float64."""
+    """d/ds zeta(s, q), which scipy lacks and which has no closed form: mpmath's own derivative."""
     import mpmath
 
-    def one(s1, q1):
-        with mpmath.workdps(30):
-            return float(mpmath.zeta(s1, q1, 1))
-
-    with np.errstate(**QUIET):
-        return np.vectorize(one, otypes=[float])(s, q) if np.size(s) else np.zeros(np.shape(s))
+    return _mp_elementwise(lambda s1, q1: mpmath.zeta(s1, q1, 1), s, q)
 
 
 def zeta_rule(original):

@@ -1,0 +1,114 @@
+"""Traced rules for the calls the tracer used to cut at: scipy.special's parameter derivatives (hyp2f1
+in a, b, c; hyp1f1 in a, b; the incomplete gammas in a) and more of numpy's linear algebra. Each rule
+against mpmath's central differences at 80 digits (mp_helpers) or a closed form, at ordinary and edge
+points, and through a check, whose reference must then be the traced AD."""
+from __future__ import annotations
+
+import mpmath
+import numpy as np
+import pytest
+from mp_helpers import mp_derivative
+from trace_helpers import check_transpose
+
+from gradcli.checks.registry import build_spec
+from gradcli.checks.runner import run_check
+from gradcli.trace import trace
+
+sc = pytest.importorskip("scipy.special")
+
+
+def traced_partial(f, args: dict, name):
+    """d f / d args[name] elementwise, from the traced jvp (a unit tangent in that input alone)."""
+    t = trace(f, args, [name])
+    assert t.ok, t.problems
+    np.testing.assert_allclose(t.value, f(**args), rtol=1e-15, atol=0)
+    check_transpose(f, args, [name])
+    return t.jvp({name: np.ones_like(args[name])})
+
+
+def mp_partial(g, args: dict, name):
+    """The same partial of the mpmath function ``g(*args.values())`` by differences at 80 digits."""
+    flat = dict(zip(args, np.broadcast_arrays(*[np.asarray(v, float) for v in args.values()])))
+
+    def at(k, v):
+        return g(*[v if n == name else mpmath.mpf(a.flat[k]) for n, a in flat.items()])
+
+    out = [mp_derivative(lambda v, k=k: at(k, v), flat[name].flat[k])[()] for k in range(flat[name].size)]
+    return np.array(out).reshape(flat[name].shape)
+
+
+def assert_partial(f, g, args, name, rtol=1e-10):
+    got = traced_partial(f, args, name)
+    want = mp_partial(g, args, name)
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * 1e-6 * np.max(np.abs(want)), err_msg=name)
+
+
+def grid(*axes):
+    return [a.ravel() for a in np.meshgrid(*[np.asarray(x, float) for x in axes])]
+
+
+def checked_by_traced_ad(fn, grad, **inputs):
+    """A check of ``fn`` with a correct hand-written gradient: it must pass against the traced AD."""
+    r = run_check(build_spec(fn, grad=grad, **inputs), {})
+    assert r.status == "pass", r.message
+    assert r.reference == "traced_reverse", (r.reference, r.notes)
+    return r
+
+
+# --- scipy.special: parameters with no closed-form derivative ------------------------------------------
+HYP2F1 = [(1.5, 0.5, 2.0), (-2.0, 3.5, 1.25), (0.3, -0.7, 3.3), (2.5, 1.5, 0.5)]
+
+
+@pytest.mark.parametrize("name", ["a", "b", "c"])
+def test_hyp2f1_in_its_parameters(name):
+    z = np.array([-20.0, -0.9, 0.0, 0.3, 0.75, 0.97])
+    for a, b, c in HYP2F1:  # a = -2: a polynomial in z, still analytic in a
+        args = {"a": np.full(z.shape, a), "b": np.full(z.shape, b), "c": np.full(z.shape, c), "z": z}
+        assert_partial(lambda a, b, c, z: sc.hyp2f1(a, b, c, z), mpmath.hyp2f1, args, name, 1e-9)
+
+
+@pytest.mark.parametrize("name", ["a", "b"])
+def test_hyp1f1_in_its_parameters(name):
+    x = np.array([-30.0, -5.0, -0.5, 0.0, 0.8, 4.0, 25.0])
+    for a, b in [(1.5, 2.5), (-2.0, 0.75), (0.2, 3.0), (3.0, 0.4)]:
+        args = {"a": np.full(x.shape, a), "b": np.full(x.shape, b), "x": x}
+        assert_partial(lambda a, b, x: sc.hyp1f1(a, b, x), mpmath.hyp1f1, args, name, 1e-9)
+
+
+def _p(a, x):
+    return mpmath.gammainc(a, 0, x, regularized=True)
+
+
+def _q(a, x):
+    return mpmath.gammainc(a, x, mpmath.inf, regularized=True)
+
+
+@pytest.mark.parametrize("ufunc, mp", [(sc.gammainc, _p), (sc.gammaincc, _q)], ids=["gammainc", "gammaincc"])
+def test_incomplete_gamma_in_a(ufunc, mp):
+    # x = 60 at a = 2: P is 1 to 24 digits, its a-derivative ~1e-24, kept through Q
+    a, x = grid([0.05, 0.9, 1.0, 2.0, 10.0], [1e-3, 0.5, 3.0, 12.0, 60.0])
+    assert_partial(lambda a, x: ufunc(a, x), mp, {"a": a, "x": x}, "a")
+    assert_partial(lambda a, x: ufunc(a, x), mp, {"a": a, "x": x}, "x")
+
+
+def test_incomplete_gamma_in_a_closed_form_at_x_zero_and_a_one():
+    # Q(a, 0) = 1 for every a; at a = 1, Q = Gamma(a, x) / Gamma(a) has d/da = Gamma_a(1, x) + euler e^-x,
+    # with Gamma_a(1, x) = int_x^inf log(t) e^-t dt = E1(x) + log(x) e^-x
+    x = np.array([0.0, 0.25, 2.0, 9.0])
+    t = trace(lambda a: sc.gammaincc(a, x), {"a": np.ones(4)}, ["a"])
+    want = [0.0] + [float(mpmath.e1(v) + mpmath.log(v) * mpmath.exp(-v) + mpmath.euler * mpmath.exp(-v))
+                    for v in x[1:]]
+    np.testing.assert_allclose(t.jvp({"a": np.ones(4)}), want, rtol=1e-13)
+
+
+def test_parameter_rules_through_a_check():
+    z = np.array([-0.5, 0.2, 0.6])
+    checked_by_traced_ad(lambda a: np.sum(sc.hyp2f1(a, 0.5, 2.0, z) ** 2),
+                         lambda a: 2 * sc.hyp2f1(a, 0.5, 2.0, z) * np.array(
+                             [mp_derivative(lambda t, zz=zz: mpmath.hyp2f1(t, 0.5, 2.0, zz), a[k])[()]
+                              for k, zz in enumerate(z)]), a=np.array([1.5, -0.3, 2.2]))
+    checked_by_traced_ad(lambda b: np.sum(sc.hyp1f1(1.2, b, 3 * z)),
+                         lambda b: np.array([mp_derivative(lambda t, zz=zz: mpmath.hyp1f1(1.2, t, 3 * zz), b[k])[()]
+                                             for k, zz in enumerate(z)]), b=np.array([0.7, 2.0, 4.5]))
+    checked_by_traced_ad(lambda a: np.sum(sc.gammainc(a, 2.0)),
+                         lambda a: mp_derivative(lambda t: _p(t, 2.0), a), a=np.array([0.5, 1.5, 6.0]))
