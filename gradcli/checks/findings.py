@@ -31,6 +31,16 @@ def worst_entries(score: np.ndarray, which: np.ndarray, limit: int = MAX_MISMATC
     return np.array(picked, dtype=np.int64)
 
 
+def max_errors(diff: np.ndarray, ref: np.ndarray, live: np.ndarray) -> tuple:
+    """(max abs error, max finite rel error) over the ``live`` entries, None where there is none: the
+    report's summary of a comparison that failed, so that its table shows the error that failed it."""
+    with np.errstate(all="ignore"):
+        rel = np.where(ref != 0, diff / np.abs(ref), np.where(diff == 0, 0.0, np.inf))
+    max_abs = float(np.max(diff[live])) if live.any() else None
+    fin = rel[live][np.isfinite(rel[live])]
+    return max_abs, (float(fin.max()) if fin.size else None)
+
+
 def count_text(ctx, bad: np.ndarray, live: np.ndarray, which: np.ndarray, what: str | None = None) -> str:
     """``7 of 120 entries wrong (input elements; X: 7 of 8, W: 2 of 64)``: what an entry is (``what``; by
     default an input element for one row, a Jacobian entry for several), then the breakdown by input

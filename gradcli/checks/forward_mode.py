@@ -17,7 +17,7 @@ from gradcli.checks import subgradient
 from gradcli.checks.judging import judge, zero_of_directions
 from gradcli.checks.context import DIRECTIONS, CheckContext, Outcome, Verdict, array_dtype, badness, index_text, \
     summarize
-from gradcli.checks.findings import worst_entries
+from gradcli.checks.findings import max_errors, worst_entries
 from gradcli.checks.result import Mismatch
 from gradcli.checks.under_test import raised
 
@@ -73,6 +73,7 @@ def check_forward_mode(ctx: CheckContext) -> Outcome | None:
                    f"{m.rel_error:.2g}); {int(bad.sum())} of {bad.size} entries ({DIRECTIONS} tangents × "
                    f"{ctx.m} outputs) disagree: the forward rule is wrong (reverse mode passed)")
         return Outcome(verdict=Verdict("fail", message), mismatches=found, stop=True,
+                       errors=max_errors(diff, ref, live),
                        methods=((name, summarize(name, "mismatch", diff, message=summary)),))
     methods = ((name, summarize(name, "ok", diff, message=summary)),)
     if und.any():

@@ -43,7 +43,7 @@ from gradcli import trace as tracing
 from gradcli.checks import numeric as num
 from gradcli.checks import taylor
 from gradcli.checks.judging import judge, typical_by_input
-from gradcli.checks.findings import count_text, largest_elsewhere, worst_entries
+from gradcli.checks.findings import count_text, largest_elsewhere, max_errors, worst_entries
 from gradcli.checks.context import (
     DIRECTIONS, CheckContext, Outcome, Verdict, array_dtype, at_text, badness, index_text, mismatch, summarize)
 from gradcli.core.constants import CHECK_ESTIMATE_SAFETY
@@ -134,16 +134,13 @@ def _disagreement(ctx, what, ref_text, got, ref, err, zero_scale, k_label="rando
     j = int(picks[0][0])
     with np.errstate(all="ignore"):
         rel = np.where(ref != 0, diff / np.abs(ref), np.where(diff == 0, 0.0, np.inf))
-    max_abs = float(np.max(diff[live])) if live.any() else None
-    fin = rel[live][np.isfinite(rel[live])]
-    max_rel = float(fin.max()) if fin.size else None
     which = ctx.input_of(np.arange(ctx.n))
     counted = count_text(ctx, bad, live, which, what=f"{bad.shape[0]} {k_label}s × {bad.shape[1]} input elements")
     message = (f"second order: {what} disagrees with {ref_text} at {at_text(m.input, m.index)} ({k_label} {j}): "
                f"expected {m.expected:.8g}, got {m.got:.8g} (rel error {m.rel_error:.2g}); {counted}"
                + largest_elsewhere(ctx, rel, live & np.isfinite(rel), bad, np.arange(ctx.n), m.rel_error,
                                    lambda row: f" ({k_label} {row})"))
-    return Outcome(verdict=Verdict("fail", message), mismatches=tuple(found), errors=(max_abs, max_rel)), False
+    return Outcome(verdict=Verdict("fail", message), mismatches=tuple(found), errors=max_errors(diff, ref, live)), False
 
 
 def check_second_order(ctx: CheckContext, reference: str) -> Outcome:
@@ -271,7 +268,7 @@ def check_second_order(ctx: CheckContext, reference: str) -> Outcome:
                                                      jv_err)
             summary["checks"]["cotangent"] = "mismatch" if failed is not None else "undecided" if unsure else "ok"
             if failed is not None:
-                return outcome(failed)
+                return outcome(base=failed)
             if unsure:
                 undecided.append(f"{what} along the cotangent")
 
@@ -402,7 +399,7 @@ def _direction_input(ctx, worst, dirs, w, field) -> str:
 
 def _cotangent(ctx, what: str, dirs: list, jv: np.ndarray):
     """d/dw <J^T w, v> from the framework against J v by directional differences of f in float64
-    -> (failing Verdict or None, undecided, |difference|)."""
+    -> (failing Outcome or None, undecided, |difference|)."""
     ests = [num.directional(ctx.numf, ctx.f0, v, ctx.step, ctx.rtol / 10) for v in dirs]
     ref = np.stack([e.value for e in ests])
     err = np.stack([np.where(e.kink, np.inf, e.error) for e in ests])
@@ -415,8 +412,8 @@ def _cotangent(ctx, what: str, dirs: list, jv: np.ndarray):
     hint = CONSTANT_COTANGENT.get(ctx.spec.options.get("framework"), "a cotangent treated as a constant")
     at = ctx.out_index(int(i))
     where = f"at output {index_text(at)} " if at else ""
-    return Verdict("fail", f"second order: {what} is wrong along the cotangent direction: d/dw <J^T w, v> must be "
-                           f"J v (a vjp is linear in its cotangent w), but {where}(random direction {j}) J v = "
-                           f"{ref[j, i]:.8g} by differences of f and {what} gives {jv[j, i]:.8g} "
-                           f"({int(bad.sum())} of {bad.size} entries disagree): the backward's derivative "
-                           f"along its cotangent is wrong ({hint}?)"), False, diff
+    message = (f"second order: {what} is wrong along the cotangent direction: d/dw <J^T w, v> must be J v (a vjp "
+               f"is linear in its cotangent w), but {where}(random direction {j}) J v = {ref[j, i]:.8g} by "
+               f"differences of f and {what} gives {jv[j, i]:.8g} ({int(bad.sum())} of {bad.size} entries "
+               f"disagree): the backward's derivative along its cotangent is wrong ({hint}?)")
+    return Outcome(verdict=Verdict("fail", message), errors=max_errors(diff, ref, live)), False, diff
