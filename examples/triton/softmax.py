@@ -14,7 +14,7 @@ import torch
 from kernel_io import F32, acc_sum, into_kernel, low_code, out_buffer, out_of_kernel, round_acc, tl, triton
 
 BLOCK = 16  # narrower than the rows checked, so the online max changes across blocks
-ROWS = 16  # rows per program: the interpreter runs programs one after the other, rows side by side
+ROWS = 64  # rows per program: the interpreter runs programs one after the other, rows side by side
 
 
 @triton.jit
