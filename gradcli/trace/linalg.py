@@ -262,7 +262,7 @@ def _sv_node(a, s, uv):
 
 
 def svd_rule(a, full_matrices=True, compute_uv=True, hermitian=False):
-    v, = _plain(a, complex_=not compute_uv)  # complex singular vectors: their phases are arbitrary
+    v, = _plain(a, complex_=True)
     res = np.linalg.svd(v, full_matrices, compute_uv, hermitian)
     m, n = v.shape[-2:]
     _refuse_if(hermitian, "hermitian=True")
@@ -273,32 +273,55 @@ def svd_rule(a, full_matrices=True, compute_uv=True, hermitian=False):
     if not compute_uv:
         return _sv_node(a, s, functools.cache(lambda: np.linalg.svd(v, full_matrices=False)[::2]))
     u, _, vt = res
-    vv, f = mT(vt), _inverse_gaps(s ** 2)  # F_ij = 1 / (s_j^2 - s_i^2)
-    row, col = s[..., None, :], s[..., :, None]  # X * row = X S, col * X = S X
+    nodes = _svd_u_node(a, u, s, vt), _sv_node(a, s, lambda: (u, vt)), _svd_vt_node(a, u, s, vt)
+    return _like(res, nodes)
 
-    # with dP = U^T dA V (Townsend): dU = U (F o (dP S + S dP^T)) + (I - U U^T) dA V S^-1, and
-    # dV = V (F o (S dP + dP^T S)) + (I - V V^T) dA^T U S^-1; the second terms only for a non-square A
-    def u_jvp(t):
-        p = mT(u) @ t @ vv
-        du = u @ (f * (p * row + col * mT(p)))
+
+def _svd_u_node(a, u, s, vt):
+    """dU = U (F o (dP S + S dP^H) + i Im(diag dP) / S) + (I - U U^H) dA V S^-1, dP = U^H dA V (Townsend;
+    F_ij = 1 / (s_j^2 - s_i^2); the last term only for a tall A). A complex pair (u_i, v_i) is defined up
+    to a common phase: its derivative is JAX's choice (v_i^H dv_i = 0, u_i's the rest, the diagonal
+    term), so only a function that does not see the phase (U S V^H, |U|, U V^H) has this derivative, as
+    in JAX and PyTorch."""
+    m, n = a.shape[-2:]
+    vv, f, row = mH(vt), _inverse_gaps(s ** 2), s[..., None, :]  # X * row = X S, row.mT * X = S X
+    cplx = np.iscomplexobj(u)
+
+    def diag(x):  # i Im(diag x) / s as a diagonal matrix; 0 for a real A
+        return 1j * np.imag(np.diagonal(x, axis1=-2, axis2=-1))[..., None, :] / row * np.eye(s.shape[-1])
+
+    def jvp(t):
+        p = mH(u) @ t @ vv
+        x = f * (p * row + mT(row) * mH(p))
+        du = u @ (x + diag(p) if cplx else x)
         return du + (t @ vv - u @ p) / row if m > n else du
 
-    def u_vjp(g):
-        ga = u @ ((f * (mT(u) @ g - mT(g) @ u)) * row) @ vt
-        return ga + ((g - u @ (mT(u) @ g)) / row) @ vt if m > n else ga
+    def vjp(g):
+        h = mH(u) @ g
+        x = (f * (h - mH(h))) * row
+        ga = u @ (x + diag(h) if cplx else x) @ vt
+        return ga + ((g - u @ h) / row) @ vt if m > n else ga
 
-    def vt_jvp(t):
-        p = mT(u) @ t @ vv
-        dv = vv @ (f * (col * p + mT(p) * row))
-        return mT(dv + (mT(t) @ u - vv @ mT(p)) / row if n > m else dv)
+    return _node(u, a, jvp, vjp)
 
-    def vt_vjp(g):
-        gv = mT(g)
+
+def _svd_vt_node(a, u, s, vt):
+    """dV = V (F o (S dP + dP^H S)) + (I - V V^H) dA^H U S^-1 (the last term for a wide A); V^H's node."""
+    m, n = a.shape[-2:]
+    vv, f, row = mH(vt), _inverse_gaps(s ** 2), s[..., None, :]
+    col = mT(row)
+
+    def jvp(t):
+        p = mH(u) @ t @ vv
+        dv = vv @ (f * (col * p + mH(p) * row))
+        return mH(dv + (mH(t) @ u - vv @ mH(p)) / row if n > m else dv)
+
+    def vjp(g):
+        gv = mH(g)
         ga = u @ (col * (f * (vt @ gv - g @ vv))) @ vt
-        return ga + u @ (mT(gv - vv @ (vt @ gv)) / col) if n > m else ga
+        return ga + u @ (mH(gv - vv @ (vt @ gv)) / col) if n > m else ga
 
-    nodes = _node(u, a, u_jvp, u_vjp), _sv_node(a, s, lambda: (u, vt)), _node(vt, a, vt_jvp, vt_vjp)
-    return _like(res, nodes)
+    return _node(vt, a, jvp, vjp)
 
 
 def svdvals_rule(x):

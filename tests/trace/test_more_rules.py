@@ -8,6 +8,7 @@ import mpmath
 import numpy as np
 import pytest
 from mp_helpers import mp_derivative
+from test_trace_complex import check_complex, check_transpose_re
 from trace_helpers import check_transpose
 
 from gradcli.checks.registry import build_spec
@@ -53,6 +54,20 @@ def checked_by_traced_ad(fn, grad, **inputs):
     assert r.status == "pass", r.message
     assert r.reference == "traced_reverse", (r.reference, r.notes)
     return r
+
+
+def fd_grad(f, x, h=1e-6):
+    """The gradient of the real scalar ``f`` by central differences, dL/dRe + i dL/dIm for a complex x
+    (PyTorch's convention): a hand-written gradient accurate to about 1e-9."""
+    x = np.asarray(x)
+    out = np.zeros(x.shape, x.dtype)
+    for k in range(x.size):
+        for d in (1.0, 1j) if np.iscomplexobj(x) else (1.0,):
+            up, down = x.copy(), x.copy()
+            up.flat[k] += h * d
+            down.flat[k] -= h * d
+            out.flat[k] += d * (f(up) - f(down)) / (2 * h)
+    return out
 
 
 # --- scipy.special: parameters with no closed-form derivative ------------------------------------------
@@ -112,3 +127,51 @@ def test_parameter_rules_through_a_check():
                                              for k, zz in enumerate(z)]), b=np.array([0.7, 2.0, 4.5]))
     checked_by_traced_ad(lambda a: np.sum(sc.gammainc(a, 2.0)),
                          lambda a: mp_derivative(lambda t: _p(t, 2.0), a), a=np.array([0.5, 1.5, 6.0]))
+
+
+# --- numpy.linalg ----------------------------------------------------------------------------------------
+la = np.linalg
+rng = np.random.default_rng(26)
+
+
+def _c(*shape):
+    return rng.normal(size=shape) + 1j * rng.normal(size=shape)
+
+
+def _svd_invariants(a):
+    """Functions of U and V^H that the common phase of a singular pair does not change."""
+    u, s, vt = la.svd(a, full_matrices=False)
+    return np.concatenate([np.ravel((u * s[..., None, :]) @ vt), np.ravel(np.abs(u) ** 2),
+                           np.ravel(np.abs(vt) ** 3), np.ravel(u @ vt), np.ravel(u[..., :, :1] * vt[..., :1, :])])
+
+
+@pytest.mark.parametrize("a", [_c(3, 3), _c(4, 3), _c(2, 4), _c(2, 3, 3), rng.normal(size=(3, 2))],
+                         ids=["square", "tall", "wide", "stacked", "real"])
+def test_complex_svd_vectors_against_differences(a):
+    check_complex(_svd_invariants, {"a": a}, ["a"])
+    check_transpose_re(_svd_invariants, {"a": a}, ["a"])
+
+
+def test_complex_svd_tangent_closed_forms():
+    a, da = _c(4, 3), _c(4, 3)
+    t = trace(lambda a: la.svd(a, full_matrices=False), {"a": a}, ["a"])
+    u, s, vt = la.svd(a, full_matrices=False)
+    du = t.jvp({"a": da})
+    dv = trace(lambda a: la.svd(a, full_matrices=False)[2], {"a": a}, ["a"]).jvp({"a": da}).conj().T
+    ds = trace(lambda a: la.svd(a, full_matrices=False)[1], {"a": a}, ["a"]).jvp({"a": da})
+    # dA = dU S V^H + U dS V^H + U S dV^H, U^H dU anti-Hermitian, and the gauge: Re and Im of diag(V^H dV) = 0
+    np.testing.assert_allclose((du * s) @ vt + (u * ds) @ vt + (u * s) @ dv.conj().T, da, atol=1e-12)
+    w = u.conj().T @ du
+    np.testing.assert_allclose(w + w.conj().T, 0, atol=1e-12)
+    np.testing.assert_allclose(np.diagonal(vt @ dv), 0, atol=1e-12)
+
+
+def test_complex_svd_through_a_check():
+    w = rng.normal(size=(4, 3))
+
+    def f(a):
+        u, s, vt = la.svd(a, full_matrices=False)
+        return np.sum(w * np.abs(u) ** 2) + np.sum(s) + np.real(np.sum(u @ vt))
+
+    a = _c(4, 3)
+    checked_by_traced_ad(f, lambda a: fd_grad(f, a), a=a)
