@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from gradcli.core.primitives import Ops
+
 _F64 = np.finfo(np.float64)
 #: a floating type with a wider exponent than float64, or None where the platform has none
 EXTENDED = np.longdouble if np.finfo(np.longdouble).maxexp > _F64.maxexp else None
@@ -29,7 +31,8 @@ def suspect(xp, J):
 
 
 class Watch:
-    """Sees the intermediates of a sweep (values, tangents, partials, adjoints; dual numbers opened) and
+    """Sees the intermediates of a sweep (values, tangents, partials, adjoints; dual numbers and tape
+    variables opened) and
     remembers where one was outside float64's normal range: subnormal, beyond its largest number, or
     infinite. In float64 that says digits or range may have been lost; in the extended type, that the
     range is what float64 lost (and not digits to a cancellation, which a wider type would also mend
@@ -51,6 +54,9 @@ class Watch:
             if hasattr(a, "tangent"):  # a dual number, nested or not
                 self.see(a.value, a.tangent)
                 continue
+            if hasattr(a, "requires_grad") and hasattr(a, "value"):  # a tape variable
+                self.see(a.value)
+                continue
             try:
                 m = np.abs(np.asarray(a))
                 out = ((m > 0) & (m < _F64.tiny)) | (m > _F64.max)
@@ -60,6 +66,22 @@ class Watch:
                 self.where |= bool(out.any())
             else:
                 self.where |= out.reshape(-1, self.n).any(axis=0)
+
+
+class Watched(Ops):
+    """``ops`` whose every call ``watch`` sees, arguments and result: wrapped around each level of a
+    nested sweep (dual numbers over dual numbers or over a tape), it sees every value, partial and
+    product of partials that level computes."""
+
+    def __init__(self, ops: Ops, watch: Watch):
+        self.ops = ops
+        self.watch = watch
+
+    def apply(self, name, *args):
+        self.watch.see(*args)
+        out = self.ops.apply(name, *args)
+        self.watch.see(out)
+        return out
 
 
 def widened(inputs: dict) -> dict:

@@ -25,15 +25,68 @@ import sympy
 
 from gradcli.core.graph import Graph, walk
 from gradcli.engines.program import gradient_graph
-from gradcli.methods import differences, forward, numeric, reverse, symbolic
+from gradcli.methods import differences, extended_range, forward, numeric, reverse, symbolic
 from gradcli.core.primitives import NumericOps
+from gradcli.methods.extended_range import Watch, Watched
 from gradcli.methods.forward import Dual, DualOps, jiggled, split
 from gradcli.methods.reverse import TapeOps, Var
 
-#: The tape over dual numbers (forward-over-reverse) and dual numbers over the tape (reverse-over-forward).
-_TAPE_OF_DUALS = TapeOps(DualOps())
-_DUALS_OF_TAPE = DualOps(inner=TapeOps())
-_DUALS_OF_DUALS = DualOps(inner=DualOps())
+
+def _seen_duals(watch: Watch, inner=None) -> tuple[type, DualOps]:
+    """A dual-number class and the ops that make it, every call of which ``watch`` sees, the
+    arithmetic of the class's own operators included: a backward sweep multiplies adjoints by the
+    tape's dual partials with those operators, so the adjoints are seen too."""
+    cls = type("SeenDual", (Dual,), {"__slots__": ()})
+    ops = Watched(DualOps(inner=Watched(inner or NumericOps(), watch), dual=cls, partial=_seeing(watch)), watch)
+    for op, prim in (("add", "add"), ("sub", "sub"), ("mul", "mul"), ("truediv", "div"), ("pow", "pow")):
+        setattr(cls, f"__{op}__", lambda a, b, _p=prim: ops.apply(_p, a, b))
+        setattr(cls, f"__r{op}__", lambda a, b, _p=prim: ops.apply(_p, b, a))
+    cls.__neg__ = lambda a: ops.apply("neg", a)
+    return cls, ops
+
+
+def _seeing(watch: Watch):
+    """The ``partial`` hook of DualOps that shows ``watch`` each local partial (a rule's own arithmetic,
+    -a/y on plain numbers, goes through no ops)."""
+    def see(p):
+        watch.see(p)
+        return p
+    return see
+
+
+def _see_tape(watch: Watch, root) -> None:
+    """Every value and recorded partial of the tape that ends in ``root``: the partials a rule over tape
+    variables records (the second derivatives of reverse-over-forward) go through no watched ops."""
+    for node in reverse._wengert([root]):
+        watch.see(node.value, *node._partials)
+
+
+def _dtype(point: dict, names) -> np.dtype:
+    """float64, or the wider type of a point widened by :mod:`gradcli.methods.extended_range`."""
+    return np.result_type(np.float64, *[np.asarray(point[v]).dtype for v in names])
+
+
+def _consts(dtype, const=None) -> dict:
+    """The ``const`` hook of :func:`walk` giving constants (their float64 value, or ``const``'s) in
+    ``dtype``: a subexpression of constants alone, exp(-740), is then computed as wide as the rest."""
+    const = const or (lambda i, c: np.float64(c.value))
+    return {"const": lambda i, c: dtype.type(const(i, c))}
+
+
+def _redone_wider(route, graph: Graph, point: dict, *args) -> HessianResult:
+    """``route(graph, point, watch, *args)``, its gradient and Hessian recomputed in the extended type
+    where float64 lost range on the way (:func:`gradcli.methods.extended_range.at_point`): the second
+    partials of log(1+z**2) at z = 1e80 pass through -1/y**2 = 1e-320, subnormal, on the way to an
+    ordinary -2e-160."""
+    watch = Watch()
+    res = route(graph, point, watch, *args)
+    both = lambda r: np.concatenate([np.ravel(r.gradient), np.ravel(r.hessian)])
+    flat = extended_range.at_point(lambda wide, seen: both(route(graph, wide, seen, *args)), point,
+                                   both(res), watch).astype(np.float64)
+    n = np.size(res.gradient)
+    res.gradient = flat[:n].reshape(np.shape(res.gradient))
+    res.hessian = flat[n:].reshape(np.shape(res.hessian))
+    return res
 
 
 @dataclass
@@ -58,13 +111,19 @@ def forward_over_reverse(graph: Graph, point: dict, tangents=None) -> HessianRes
     """The Hessian (or H @ tangents, with ``tangents`` of shape (nvars,) or (nvars, k)) by one reverse
     sweep of a tape whose values are dual numbers."""
     _require_scalar(graph)
+    return _redone_wider(_forward_over_reverse, graph, point, tangents)
+
+
+def _forward_over_reverse(graph: Graph, point: dict, watch: Watch, tangents) -> HessianResult:
     n = len(graph.variables)
+    dtype = _dtype(point, graph.variables)
     V = np.eye(n) if tangents is None else np.asarray(tangents, dtype=np.float64).reshape(n, -1)
     column = {v: k for k, v in enumerate(graph.variables)}
+    SeenDual, ops = _seen_duals(watch)
     with np.errstate(all="ignore"):
-        leaves = {name: Var(Dual(np.float64(point[name]), V[column[name]].copy()), requires_grad=True)
+        leaves = {name: Var(SeenDual(dtype.type(point[name]), V[column[name]].astype(dtype)), requires_grad=True)
                   for name in graph.variables}
-        out = walk(graph, _TAPE_OF_DUALS, leaves)[0]
+        out = walk(graph, TapeOps(ops), leaves, **_consts(dtype))[0]
         inputs = [leaves[name] for name in graph.variables]
         value = out.value if isinstance(out, Var) else out
         if isinstance(out, Var) and out.requires_grad:
@@ -72,13 +131,13 @@ def forward_over_reverse(graph: Graph, point: dict, tangents=None) -> HessianRes
         else:  # a constant
             adjoints = [0.0] * n
     value = float(split(value)[0])
-    grad = np.zeros(n)
-    H = np.zeros((n, V.shape[1]))
+    grad = np.zeros(n, dtype=dtype)
+    H = np.zeros((n, V.shape[1]), dtype=dtype)
     for j, a in enumerate(adjoints):
         g, t = split(a)
-        grad[j] = float(split(g)[0]) if isinstance(g, Dual) else float(np.asarray(g))
+        grad[j] = split(g)[0] if isinstance(g, Dual) else np.asarray(g)
         if t is not None:
-            H[j] = np.broadcast_to(np.asarray(t, dtype=np.float64), (V.shape[1],))
+            H[j] = np.broadcast_to(np.asarray(t, dtype=dtype), (V.shape[1],))
     return HessianResult(value, grad, H if tangents is None else H.reshape(np.shape(tangents)))
 
 
@@ -103,47 +162,57 @@ def reverse_over_forward(graph: Graph, point: dict) -> HessianResult:
     on the tape) swept backward. The rows of a block run side by side, as copies of the point (copy k
     carries the tangent e_k), in one forward pass and one reverse sweep."""
     _require_scalar(graph)
+    return _redone_wider(_reverse_over_forward, graph, point)
+
+
+def _reverse_over_forward(graph: Graph, point: dict, watch: Watch) -> HessianResult:
     n = len(graph.variables)
-    H = np.zeros((n, n))
-    grad = np.zeros(n)
+    dtype = _dtype(point, graph.variables)
+    H = np.zeros((n, n), dtype=dtype)
+    grad = np.zeros(n, dtype=dtype)
     value = np.nan
+    # the backward sweeps multiply plain arrays, which no watch sees: their products' range shows in
+    # the Hessian's entries (0, subnormal or not finite), which at_point recomputes wider
+    ops = Watched(DualOps(inner=TapeOps(Watched(NumericOps(), watch)), partial=_seeing(watch)), watch)
     with np.errstate(all="ignore"):
         if n == 0:
-            out = walk(graph, _DUALS_OF_TAPE, {})[0]
+            out = walk(graph, ops, {}, **_consts(dtype))[0]
             value = float(np.asarray(out.value if isinstance(out, Var) else out))
         for k0, k1 in _row_blocks(n, len(graph.nodes)):
-            value = _rows_by_copies(graph, point, k0, k1, grad, H)
+            value = _rows_by_copies(graph, point, ops, k0, k1, grad, H)
         # a copy whose tangent is 0 still meets every partial, and an infinite one (acos at -1) makes
         # inf * 0 = nan where the row alone has no tangent there: such rows are run on their own
         for k in range(n) if n > 1 else ():
             if not (np.isfinite(grad[k]) and np.isfinite(H[k]).all()):
-                _rows_by_copies(graph, point, k, k + 1, grad, H)
+                _rows_by_copies(graph, point, ops, k, k + 1, grad, H)
     return HessianResult(value, grad, H)
 
 
-def _rows_by_copies(graph: Graph, point: dict, k0: int, k1: int, grad, H) -> float:
+def _rows_by_copies(graph: Graph, point: dict, ops, k0: int, k1: int, grad, H) -> float:
     """Rows k0..k1-1 of the Hessian (and of the gradient) into ``H`` and ``grad``, by
     :func:`reverse_over_forward`'s copies; returns the value."""
     m = k1 - k0
+    dtype = H.dtype
     column = {v: k for k, v in enumerate(graph.variables)}
-    leaves = {name: Var(np.full(m, np.float64(point[name])), requires_grad=True) for name in graph.variables}
+    leaves = {name: Var(np.full(m, dtype.type(point[name])), requires_grad=True) for name in graph.variables}
     inputs = [leaves[name] for name in graph.variables]
 
     def leaf(name):
         # only the block's variables carry a tangent, each in its own copy (the others are plain Vars)
         k = column[name]
-        return Dual(leaves[name], (np.arange(k0, k1) == k).astype(np.float64)) if k0 <= k < k1 else leaves[name]
+        return Dual(leaves[name], (np.arange(k0, k1) == k).astype(dtype)) if k0 <= k < k1 else leaves[name]
 
-    out = walk(graph, _DUALS_OF_TAPE, leaf)[0]
+    out = walk(graph, ops, leaf, **_consts(dtype))[0]
     v, t = split(out)
     value = float(np.asarray(v.value if isinstance(v, Var) else v).reshape(-1)[0])
     if t is None:
         grad[k0:k1], H[k0:k1] = 0.0, 0.0
         return value
-    grad[k0:k1] = np.broadcast_to(np.asarray(t.value if isinstance(t, Var) else t, dtype=np.float64), (m,))
+    grad[k0:k1] = np.broadcast_to(np.asarray(t.value if isinstance(t, Var) else t, dtype=dtype), (m,))
     if isinstance(t, Var) and t.requires_grad:
-        adjoints = reverse.grad(t, inputs, seeds=np.ones(np.shape(t.value)))
-        H[k0:k1] = np.stack([np.broadcast_to(np.asarray(g, dtype=np.float64), (m,)) for g in adjoints], axis=1)
+        _see_tape(ops.watch, t)
+        adjoints = reverse.grad(t, inputs, seeds=np.ones(np.shape(t.value), dtype=dtype))
+        H[k0:k1] = np.stack([np.broadcast_to(np.asarray(g, dtype=dtype), (m,)) for g in adjoints], axis=1)
     else:
         H[k0:k1] = 0.0
     return value
@@ -263,41 +332,56 @@ def forward_over_forward(graph: Graph, point: dict, jiggle: np.ndarray | None = 
     column e_j over the block's rows, the inner one the row e_j over the variables, so that their
     product has one entry per row and variable); with ``jiggle`` (signs, shape (nodes, 2)) every
     computed value and tangent gets one extra rounding error of one ulp (see :func:`rounding_spread`);
-    with ``magnitude``, the cancellation-free magnitudes instead (:func:`magnitudes`)."""
+    with ``magnitude``, the cancellation-free magnitudes instead (:func:`magnitudes`). Recomputed in
+    the extended type where float64 lost range on the way, as the other routes are."""
     _require_scalar(graph)
+    if magnitude:  # a scale for the tolerance, which max(|reference|, scale) keeps from underflowing
+        return _nested(graph, point, jiggle, _Mag, _MAG_OUTER).astype(np.float64)
+    watch = Watch()
+
+    def hessian(p, seen):
+        SeenDual, inner = _seen_duals(seen)
+        return _nested(graph, p, jiggle, Dual, Watched(DualOps(inner=inner), seen), SeenDual)
+
+    H = hessian(point, watch)
+    return extended_range.at_point(hessian, point, H, watch).astype(np.float64)
+
+
+def _nested(graph, point, jiggle, D, ops, inner_dual=None) -> np.ndarray:
     n = len(graph.variables)
-    H = np.zeros((n, n))
+    H = np.zeros((n, n), dtype=_dtype(point, graph.variables))
     with np.errstate(all="ignore"):
         for k0, k1 in _row_blocks(n, n):
-            _nested_rows(graph, point, k0, k1, jiggle, magnitude, H)
+            _nested_rows(graph, point, k0, k1, jiggle, D, ops, inner_dual or D, H)
         # as in reverse_over_forward: a row that meets an infinite partial is run on its own, where the
         # tangents of the other rows (zeros) are not there to make inf * 0 = nan
         for k in range(n):
             if not np.isfinite(H[k]).all():
-                _nested_rows(graph, point, k, None, jiggle, magnitude, H)
+                _nested_rows(graph, point, k, None, jiggle, D, ops, inner_dual or D, H)
     return H
 
 
-def _nested_rows(graph, point, k0, k1, jiggle, magnitude, H) -> None:
+def _nested_rows(graph, point, k0, k1, jiggle, D, ops, Inner, H) -> None:
     """Rows k0..k1-1 of :func:`forward_over_forward` into ``H`` (k1 None: row k0 alone, with a scalar
-    outer tangent)."""
-    D, ops = (_Mag, _MAG_OUTER) if magnitude else (Dual, _DUALS_OF_DUALS)
+    outer tangent); ``D`` and ``Inner`` are the outer and inner dual classes ``ops`` works on."""
     n = len(graph.variables)
-    eye = np.eye(n)
+    eye = np.eye(n, dtype=H.dtype)
     column = {v: k for k, v in enumerate(graph.variables)}
     rows = slice(k0, k0 + 1 if k1 is None else k1)
 
     def leaf(name):
         j = column[name]
         outer = eye[k0, j] if k1 is None else eye[rows, j:j + 1]
-        return D(D(np.float64(point[name]), eye[j]), D(outer, 0.0))
+        return D(Inner(H.dtype.type(point[name]), eye[j]), Inner(outer, 0.0))
 
-    _, t = split(walk(graph, ops, leaf, **jiggled(jiggle))[0])
+    hooks = jiggled(jiggle)  # float64's rounding errors, in whatever type H holds
+    hooks.update(_consts(H.dtype, hooks["const"]))
+    _, t = split(walk(graph, ops, leaf, **hooks)[0])
     H[rows] = 0.0
     if t is not None:
         _, block = split(t)
         if block is not None:
-            H[rows] = np.broadcast_to(np.asarray(block, dtype=np.float64), H[rows].shape)
+            H[rows] = np.broadcast_to(np.asarray(block, dtype=H.dtype), H[rows].shape)
 
 
 def rounding_spread(graph: Graph, point: dict, trials: int = 3, seed: int = 0) -> np.ndarray:
