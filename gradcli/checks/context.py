@@ -83,6 +83,7 @@ class Outcome:
     precision: tuple | None = None  # below float64: (digits, underflow) by input (findings.precision_by_input)
     taylor2: Any = None
     stop: bool = False  # the check ends here: nothing after this comparison runs
+    kernel: tuple | None = None  # a kernel check's compared quantities (gradcli.checks.kernel.Quantity)
 
 
 @dataclass(frozen=True)

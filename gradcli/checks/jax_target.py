@@ -116,19 +116,19 @@ def functions(spec, opts: dict, inputs: dict):
         return call_bound(of, bound, values)
 
     # the point itself in the dtype under test, so that float64 reference and gradient see one point
-    inputs = {k: _rounded(jnp, v, dtypes[k]) for k, v in inputs.items()}
+    inputs = {k: rounded(jnp, v, dtypes[k]) for k, v in inputs.items()}
     if _custom(target):
         # the reference runs the rule's .fun: a target that cannot run as users call it (no rule defined)
         # is the function failing, not its gradient
         try:
-            call({k: _array(jnp, v, dtypes[k]) for k, v in inputs.items()})
+            call({k: array_of(jnp, v, dtypes[k]) for k, v in inputs.items()})
         except Exception as exc:  # noqa: BLE001 - the function under test raised: status error
             return Verdict("error", f"the function raised {raised_by_user_code(exc)}", user_traceback(exc))
 
     def fn(**kw):
         if any(np.iscomplexobj(v) for k, v in kw.items() if k not in complex_names):
             raise TypeError("complex step does not apply to a jax check")
-        values = {k: _array(jnp, v, jnp.float64) for k, v in kw.items()}
+        values = {k: array_of(jnp, v, jnp.float64) for k, v in kw.items()}
         # the primal without its rule gives the same values, 25 times faster than the custom_vjp object
         return _to_numpy(call(values, target.fun if _custom(target) else target))
 
@@ -143,7 +143,7 @@ def functions(spec, opts: dict, inputs: dict):
 
     def pullback_at(g, dtype_of: dict, kw: dict):
         wrt = wrt_of(kw)
-        values = {k: _array(jnp, v, dtype_of.get(k, run_dtype)) for k, v in kw.items()}
+        values = {k: array_of(jnp, v, dtype_of.get(k, run_dtype)) for k, v in kw.items()}
 
         def of_wrt(*xs):
             # the other inputs are closed over: constants that jax.vjp does not differentiate
@@ -160,7 +160,7 @@ def functions(spec, opts: dict, inputs: dict):
         """The vjp differentiated as gradgradcheck does: with p(x, w) = jax.vjp(f, x)[1](w),
         ({name: (dp/dx)^T v}, (dp/dw)^T v = J v) | a skipped Verdict."""
         wrt = wrt_of(kw)
-        values = {k: _array(jnp, val, dtypes.get(k, run_dtype)) for k, val in kw.items()}
+        values = {k: array_of(jnp, val, dtypes.get(k, run_dtype)) for k, val in kw.items()}
 
         def of_wrt(*xs):
             return selected(call({**values, **dict(zip(wrt, xs))}), output)
@@ -187,7 +187,7 @@ def functions(spec, opts: dict, inputs: dict):
     def jvp(u: dict, /, **kw):
         """jax.jvp of the target in the dtype under test, through its custom_jvp rule: J u as numpy."""
         wrt = wrt_of(kw)
-        values = {k: _array(jnp, v, dtypes.get(k, run_dtype)) for k, v in kw.items()}
+        values = {k: array_of(jnp, v, dtypes.get(k, run_dtype)) for k, v in kw.items()}
         xs = tuple(values[k] for k in wrt)
         tangents = tuple(jnp.asarray(np.asarray(u[k]), dtype=x.dtype) for k, x in zip(wrt, xs))
         _, ju = jax.jvp(lambda *a: selected(call({**values, **dict(zip(wrt, a))}), output), xs, tangents)
@@ -205,7 +205,7 @@ def functions(spec, opts: dict, inputs: dict):
 
     def hand_vjp(g, **kw):
         """A hand-written vjp or gradient written with jax arrays, called with jax arrays -> numpy."""
-        values = {k: _array(jnp, v, dtypes.get(k, run_dtype)) for k, v in kw.items()}
+        values = {k: array_of(jnp, v, dtypes.get(k, run_dtype)) for k, v in kw.items()}
         if spec.vjp is not None:
             return _to_numpy(hand(jnp.asarray(np.asarray(g, dtype=np.float64), dtype=run_dtype), **values), True)
         return gradient_as_vjp(_to_numpy(hand(**values), True), g)
@@ -215,7 +215,7 @@ def functions(spec, opts: dict, inputs: dict):
         primal = target.fun if _custom(target) else target if hand is not None else None
         if primal is None:
             return None  # the function's own JAX AD is what is checked: no second opinion
-        values = {k: _array(jnp, v, jnp.float64) for k, v in base.items()}
+        values = {k: array_of(jnp, v, jnp.float64) for k, v in base.items()}
         return _PrimalAD(jax, lambda *xs: selected(call({**values, **dict(zip(wrt, xs))}, primal), output),
                          [values[k] for k in wrt], list(wrt),
                          "JAX's AD without the custom rule" if _custom(target) else "JAX's AD")
@@ -252,18 +252,18 @@ def _complex_of(jnp, dtype):
     return jnp.complex128 if jnp.dtype(dtype) == jnp.float64 else jnp.complex64
 
 
-def _rounded(jnp, v, dtype):
+def rounded(jnp, v, dtype):
     """``v`` (a numpy array) rounded through ``dtype`` (its complex counterpart for a complex ``v``) and back
     to float64 or complex128: the point under test."""
     a = np.asarray(v)
     if a.dtype.kind == "c":
-        return np.asarray(_array(jnp, a, dtype)).astype(np.complex128)
+        return np.asarray(array_of(jnp, a, dtype)).astype(np.complex128)
     if a.dtype.kind != "f":
         return a
     return np.asarray(jnp.asarray(a.astype(np.float64), dtype=dtype)).astype(np.float64)
 
 
-def _array(jnp, v, dtype):
+def array_of(jnp, v, dtype):
     """A float input as a jax array of ``dtype`` (a complex one of its complex counterpart); integers and
     booleans are constants (0-d: Python scalars, so that they serve as an axis, a count or a flag)."""
     a = np.asarray(v)

@@ -32,7 +32,7 @@ import numpy as np
 from gradcli.core import options as option_values
 from gradcli.core.errors import BadInput
 from gradcli.core.parser import ParseError, parse
-from gradcli.checks import framework as frameworks
+from gradcli.checks import framework as frameworks, kernel_options
 from gradcli.checks.spec import OPTIONS, REGISTRY, CheckSpec
 
 MODES = ("auto", "full", "fast")
@@ -110,6 +110,8 @@ def _register_function(fn, grad, vjp, inputs, options, where, reg, hvp=None):
         inputs = _defaults_of(fn)
     name = getattr(fn, "__name__", type(fn).__name__)
     framework = frameworks.framework_of(fn, options)
+    if options.get("reference") is not None:
+        kernel_options.validate(options, grad, vjp, hvp)
     if framework != "numpy":
         # the framework target binds inputs itself (a Function's apply has no signature of its own)
         frameworks.validate(fn, framework, inputs, options, grad, vjp, hvp)
@@ -266,6 +268,10 @@ def validate_options(options: dict) -> dict:
     taylor = options.get("taylor")
     if taylor is not None and not isinstance(taylor, bool):
         raise BadInput(f"taylor must be True or False, got {taylor!r}")
+    if options.get("reference") is not None:
+        kernel_options.validate(options)
+    elif options.get("factor") is not None:
+        raise BadInput("factor= scales the tolerance of a reference= check: pass reference= as well")
     return options
 
 

@@ -50,7 +50,7 @@ class CheckResult:
     name: str  # the function's name (qualified by file when names collide)
     file: str
     line: int
-    kind: str  # grad | vjp | autodiff (no hand-written gradient: gradcli's AD vs numerics) | expression
+    kind: str  # grad | vjp | autodiff (no hand-written gradient: gradcli's AD vs numerics) | expression | reference
     status: str  # one of STATUSES
     message: str = ""
     methods: dict = field(default_factory=dict)  # name -> MethodSummary
@@ -69,6 +69,7 @@ class CheckResult:
     dtype: str = "float64"  # the dtype the gradient under test was computed in (autocast: its dtype)
     digits: dict | None = None  # below float64: input -> correct digits of the gradient under test
     underflow: dict | None = None  # below float64: input -> share of entries 0 where the reference is not
+    kernel: list | None = None  # reference= checks: gradcli.checks.kernel.Quantity per output and input
 
     @property
     def taylor_slope(self) -> float | None:

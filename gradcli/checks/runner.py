@@ -45,7 +45,7 @@ from gradcli import trace as tracing
 from gradcli.core.errors import BadInput
 from gradcli.checks import numeric as num
 from gradcli.checks.complex_inputs import as_pairs, real_outputs
-from gradcli.checks import forward_mode, second_order, taylor
+from gradcli.checks import forward_mode, kernel, second_order, taylor
 from gradcli.checks.collect import display_path
 from gradcli.checks.compare import compare_full
 from gradcli.checks.context import (
@@ -106,6 +106,8 @@ def apply(result: CheckResult, outcome: Outcome) -> None:
         result.digits, result.underflow = outcome.precision
     if outcome.taylor2 is not None:
         result.taylor2 = outcome.taylor2
+    if outcome.kernel is not None:
+        result.kernel = list(outcome.kernel)
     if outcome.verdict is not None:
         v = outcome.verdict
         result.status, result.message = v.status, v.message
@@ -124,6 +126,10 @@ def _project_wrt(spec, wrt) -> None:
 
 
 def _run(spec, opts: dict, result: CheckResult) -> None:
+    if opts.get("reference") is not None:
+        apply(result, kernel.check(spec, opts, run_check))
+        result.dtype = opts.get("dtype") or "float64"
+        return
     built = build_context(spec, opts, result)
     if isinstance(built, Verdict):
         apply(result, Outcome(verdict=built))

@@ -11,7 +11,7 @@ from typing import Callable
 
 #: Option keywords of ``gradcli.check`` (docs/contract.md, the model file); any other keyword is an input.
 OPTIONS = ("atol", "rtol", "eps", "seed", "dtype", "mode", "domain", "wrt", "output", "with_grad", "order",
-           "taylor", "framework", "device", "autocast", "nondet_tol")
+           "taylor", "framework", "device", "autocast", "nondet_tol", "reference", "factor")
 
 
 @dataclass
@@ -35,6 +35,8 @@ class CheckSpec:
             return "vjp"
         if self.grad is not None:
             return "grad"
+        if self.options.get("reference") is not None:  # a kernel against a reference implementation
+            return "reference"
         if self.options.get("framework") in ("torch", "jax"):  # the framework's own vjp is under test
             return "vjp"
         return "autodiff"

@@ -270,6 +270,8 @@ def check_result_document(c) -> dict:
         d.update(dtype=c.dtype, digits=dict(c.digits), underflow=dict(c.underflow or {}))
     if c.notes:
         d["notes"] = list(c.notes)
+    if c.kernel is not None:
+        d.update(dtype=c.dtype, kernel=[q.to_dict() for q in c.kernel])
     return d
 
 
