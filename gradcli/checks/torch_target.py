@@ -70,6 +70,13 @@ def display_name(fn) -> str:
     return getattr(fn, "__name__", type(fn).__name__)
 
 
+def call_form(fn):
+    """(what to call, its parameters or None, whether inputs go by keyword): ``fn`` run as a model runs it,
+    a Function through ``apply`` (by position), a module or a function as it is."""
+    cls = _function_class(fn)
+    return (cls.apply if cls is not None else fn), _parameters(fn), cls is None
+
+
 def _parameters(fn):
     cls = _function_class(fn)
     if cls is not None:
