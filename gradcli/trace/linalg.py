@@ -244,6 +244,29 @@ def eigvalsh_rule(a, UPLO="L"):
     return _eig_nodes(a, np.linalg.eigvalsh(v, UPLO), vecs, UPLO.upper() == "L", False)
 
 
+def eigvals_rule(a):
+    """Eigenvalues of a general matrix A = V diag(w) V^-1, distinct: dw_i = (V^-1 dA V)_ii (Giles 3.1),
+    complex-linear in dA, so the vjp is V^-H diag(g) V^H; a real A's gets its real part."""
+    v, = _plain(a, complex_=True)
+    we, vecs = np.linalg.eig(v)
+    w = np.linalg.eigvals(v)  # numpy's own value; eig's may come in another order (LAPACK's other path)
+    order = np.argmin(np.abs(w[..., :, None] - we[..., None, :]), axis=-1)
+    vecs = np.take_along_axis(vecs, order[..., None, :], axis=-1)
+    gap = np.where(np.eye(w.shape[-1], dtype=bool), np.inf, np.abs(w[..., :, None] - w[..., None, :]))
+    _refuse_if(np.min(gap, axis=(-2, -1), initial=np.inf) <= near(gap) * np.max(np.abs(w), axis=-1),
+               "repeated eigenvalues")
+    _refuse_if(np.linalg.cond(vecs) > 1 / near(gap), "a defective (nearly) matrix")
+    winv = np.linalg.inv(vecs)
+
+    def jvp(t):
+        return np.einsum("...ij,...jk,...ki->...i", winv, t, vecs)
+
+    def vjp(g):
+        return mH(winv) @ (g[..., :, None] * mH(vecs))
+
+    return _node(w, a, jvp, vjp)
+
+
 def _distinct_positive(s):
     """Singular values are kinks where one is zero or two meet (the vectors jump there)."""
     _refuse_if(s[..., -1] <= near(s) * s[..., 0], "a zero singular value (a rank-deficient matrix)")
@@ -348,8 +371,9 @@ def pinv_rule(a, *args, **kwargs):
     v, = _plain(a, complex_=True)
     p = np.linalg.pinv(v, *args, **kwargs)
     opts = _PINV.bind(v, *args, **kwargs).arguments
-    _refuse_if(opts.get("hermitian", False), "hermitian=True")
     rcond = opts.get("rcond", opts.get("rtol"))
+    if opts.get("hermitian", False):
+        return _hermitian_pinv(a, p, rcond)
     _full_rank(np.linalg.svd(v, compute_uv=False), rcond)
     pt = mH(p)
 
@@ -364,6 +388,14 @@ def pinv_rule(a, *args, **kwargs):
                 + _chain(pt, p, gt) - _chain(pt, p, gt, p, v))
 
     return _node(p, a, jvp, vjp)
+
+
+def _hermitian_pinv(a, p, rcond):
+    """pinv(a, hermitian=True) reads the Hermitian matrix S of a's lower triangle (numpy's eigh); where
+    its rank cannot change (refused otherwise) P is S^-1, so dP = -P dS P."""
+    s = np.sort(np.abs(np.linalg.eigvalsh(value_of(a))), axis=-1)[..., ::-1]
+    _full_rank(s, rcond)
+    return _node(p, a, lambda t: -(p @ _sym(t, True) @ p), lambda g: _sym_adjoint(-(mH(p) @ g @ mH(p)), True))
 
 
 def _chain(*ms):
@@ -436,7 +468,7 @@ def routes(d) -> dict:
     la = np.linalg
     table = {la.solve: solve_rule, la.inv: inv_rule, la.det: det_rule, la.slogdet: slogdet_rule,
              la.matrix_power: matrix_power_rule, la.multi_dot: multi_dot_rule, la.cholesky: cholesky_rule,
-             la.qr: qr_rule, la.eigh: eigh_rule, la.eigvalsh: eigvalsh_rule, la.svd: svd_rule,
+             la.qr: qr_rule, la.eigh: eigh_rule, la.eigvalsh: eigvalsh_rule, la.eigvals: eigvals_rule, la.svd: svd_rule,
              la.pinv: pinv_rule, la.lstsq: lstsq_rule, getattr(la, "svdvals", None): svdvals_rule,
              getattr(la, "vector_norm", None): vector_norm_rule,  # these three: numpy 2
              getattr(la, "matrix_norm", None): matrix_norm_rule}

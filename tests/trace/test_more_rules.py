@@ -175,3 +175,64 @@ def test_complex_svd_through_a_check():
 
     a = _c(4, 3)
     checked_by_traced_ad(f, lambda a: fd_grad(f, a), a=a)
+
+
+def _real_eig_distinct(n, complex_pairs):
+    """A real matrix with distinct eigenvalues, complex conjugate pairs among them when asked."""
+    while True:
+        a = rng.normal(size=(n, n))
+        w = la.eigvals(a)
+        if np.iscomplexobj(w) == complex_pairs and np.min(np.abs(w[:, None] - w) + np.eye(n) * 9) > 0.3:
+            return a
+
+
+@pytest.mark.parametrize("a", [_real_eig_distinct(4, False), _real_eig_distinct(4, True), _c(3, 3), _c(2, 3, 3)],
+                         ids=["real-real-eigenvalues", "real-complex-pairs", "complex", "stacked"])
+def test_eigvals_of_a_general_matrix(a):
+    check_complex(lambda a: la.eigvals(a), {"a": a}, ["a"])
+    check_transpose_re(lambda a: la.eigvals(a), {"a": a}, ["a"])
+
+
+def test_eigvals_closed_form_and_refusals():
+    # a triangular matrix's eigenvalues are its diagonal: dw = diag(dA)'s, whatever dA's other entries
+    a = np.triu(_c(3, 3)) + np.diag([0.0, 2.0, 5.0])
+    da = _c(3, 3)
+    got = trace(lambda a: la.eigvals(a), {"a": a}, ["a"]).jvp({"a": np.triu(da)})
+    np.testing.assert_allclose(np.sort_complex(got), np.sort_complex(np.diag(da)), atol=1e-12)
+    for bad, why in [(np.eye(3), "repeated eigenvalues"), (np.array([[1.0, 1.0], [1e-30, 1.0]]), "repeated")]:
+        t = trace(lambda a: la.eigvals(a), {"a": bad}, ["a"])
+        assert not t.ok and why in t.problems[0]
+
+
+def test_eigvals_through_a_check():
+    a = _real_eig_distinct(3, True)
+
+    def f(a):
+        return np.sum(np.abs(la.eigvals(a)) ** 2 + np.real(la.eigvals(a)) ** 3)
+
+    checked_by_traced_ad(f, lambda a: fd_grad(f, a), a=a)
+
+
+@pytest.mark.parametrize("a", [_c(3, 3), rng.normal(size=(3, 3)), _c(2, 3, 3)], ids=["complex", "real", "stacked"])
+def test_pinv_hermitian_reads_the_lower_triangle(a):
+    # not Hermitian on purpose: numpy's eigh reads the lower triangle, and so must the derivative
+    a = a + 4 * np.eye(3)
+    check_complex(lambda a: la.pinv(a, hermitian=True), {"a": a}, ["a"])
+    check_transpose_re(lambda a: la.pinv(a, hermitian=True), {"a": a}, ["a"])
+
+
+def test_pinv_hermitian_closed_form_and_a_check():
+    s = rng.normal(size=(3, 3))
+    s = s @ s.T + np.eye(3)
+    ds = rng.normal(size=(3, 3))
+    ds = ds + ds.T
+    p = la.inv(s)
+    got = trace(lambda a: la.pinv(a, hermitian=True), {"a": s}, ["a"]).jvp({"a": ds})
+    np.testing.assert_allclose(got, -p @ ds @ p, rtol=1e-12, atol=1e-14)
+    t = trace(lambda a: la.pinv(a, hermitian=True), {"a": np.diag([1.0, 1.0, 0.0])}, ["a"])
+    assert not t.ok and "rank-deficient" in t.problems[0]
+
+    def f(a):
+        return np.sum(la.pinv(a, hermitian=True) ** 2)
+
+    checked_by_traced_ad(f, lambda a: fd_grad(f, a), a=s)
