@@ -186,9 +186,14 @@ def _to_stdout(data: bytes) -> None:
 
 
 def _describe(results) -> str:
-    from gradcli.render.check import result_text
+    """Each check's report; the first line says what is wrong, as pytest's short summary shows only it."""
+    from gradcli.render.check import headline, result_text
 
-    return "\n\n".join(result_text(r) for r in results)
+    details = "\n\n".join(result_text(r) for r in results)
+    if len(results) == 1:
+        return details
+    wrong = "; ".join(f"{r.name}: {headline(r)}" for r in results)
+    return f"{len(results)} gradcli checks did not pass: {wrong}\n\n{details}"
 
 
 def _defaults(path: str) -> dict:

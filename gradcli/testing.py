@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sys
 
+from gradcli.checks.collect import display_path
 from gradcli.checks.registry import build_spec
 from gradcli.core.errors import BadInput
 from gradcli.checks.runner import run_check
@@ -47,7 +48,7 @@ def _run(fn, grad, vjp, hvp, inputs_and_options: dict, file: str, line: int):
     if fn is None:  # gradcli.check(None) is its decorator form: here there would be nothing to check
         raise BadInput("assert_gradients needs the function (or expression string) to check, got None")
     spec = build_spec(fn, grad=grad, vjp=vjp, hvp=hvp, **inputs_and_options)
-    spec.file, spec.line = file, line
+    spec.file, spec.line = display_path(file), line
     return run_check(spec, {})
 
 

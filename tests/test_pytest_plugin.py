@@ -173,3 +173,19 @@ def test_a_check_that_ends_its_process_cannot_end_pytest_with_a_pass(pytester):
     assert result.ret == 1
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*FAIL square*", "*ERROR quits*", "*the model process exited with status 0*"])
+
+
+def test_the_short_summary_says_what_is_wrong(pytester):
+    """pytest's short summary shows a failure's first line: the wrong entries and the error, not the
+    check's name and place again (square's gradient is x for 2x: every entry half of the truth)."""
+    pytester.makepyfile(model=MODEL, test_models='''
+        import pytest
+
+        @pytest.mark.gradcli("model.py")
+        def test_all():
+            pass
+    ''')
+    result = pytester.runpytest("--gradcli", "model.py", "test_models.py", "-rf", *QUICK)
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(["FAILED model.py::square - x: 4 of 4 entries wrong, max rel err 5.0e-01",
+                                 "FAILED test_models.py::test_all - Failed: x: 4 of 4 entries wrong*"])

@@ -1,5 +1,6 @@
 """gradcli.testing.assert_gradients: pass silently, fail with a readable message."""
 import io
+import os
 
 import numpy as np
 import pytest
@@ -73,7 +74,10 @@ def test_failure_text_is_the_one_gradcli_check_shows():
     text = str(info.value)
     result = run_check(build_spec(loss, grad=bad_grad, x=(3, 4), w=(4, 2)), {})
     assert result.status == "fail" and result.message
-    head, message = text.splitlines()[:2]
+    first, head, message = text.splitlines()[:3]
+    # what is wrong first (pytest's short summary shows that line), then the check as the report heads it
+    wrong = {m.input for m in result.mismatches}
+    assert first.startswith(", ".join(sorted(wrong)) + ": ") and first.endswith(f"{result.max_rel_error:.1e}")
     assert head.startswith("FAIL loss (") and head.endswith(", grad, full)") and message == result.message
     screen = Screen(io.StringIO(), width=400, color=False)
     shown = [line.strip() for line in screen.render(render_details(result)).splitlines() if line.strip()]
@@ -83,3 +87,24 @@ def test_failure_text_is_the_one_gradcli_check_shows():
     assert [r[0] for r in rows] == [m.input for m in result.mismatches[:len(rows)]]
     for row in rows:
         assert any(row[2] in line and row[3] in line for line in shown)
+
+
+def test_the_first_line_counts_the_wrong_entries_and_the_place_is_relative(monkeypatch, tmp_path):
+    here = os.path.dirname(os.path.abspath(__file__))
+
+    def bad_grad(x, w):
+        dx, dw = loss_grad(x, w)
+        return dx, dw * 1.5  # every entry of w's gradient is wrong, none of x's
+
+    monkeypatch.chdir(os.path.dirname(here))
+    with pytest.raises(AssertionError) as info:
+        assert_gradients(loss, grad=bad_grad, x=(3, 4), w=(4, 2))
+    lines = str(info.value).splitlines()
+    assert lines[0].startswith("w: 8 of 8 entries wrong, max rel err ")
+    assert float(lines[0].rsplit(" ", 1)[1]) == pytest.approx(0.5, rel=0.05)  # 1.5 times the gradient
+    assert lines[1].startswith(f"FAIL loss ({os.path.join('tests', 'test_testing.py')}:")
+    # outside the working directory the path stays absolute
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(AssertionError) as info:
+        assert_gradients(loss, grad=bad_grad, x=(3, 4), w=(4, 2))
+    assert str(info.value).splitlines()[1].startswith(f"FAIL loss ({os.path.abspath(__file__)}:")

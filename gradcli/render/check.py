@@ -3,6 +3,7 @@ and a summary line. ``result_text`` is the same detail as plain text (JUnit, pyt
 from __future__ import annotations
 
 import math
+import re
 
 from gradcli.render.screen import Group, Table, Text
 from gradcli.checks.result import CheckReport, CheckResult
@@ -253,11 +254,38 @@ def stopped_text(report: CheckReport, ran: str) -> str:
     return counted
 
 
+#: The count the comparisons' messages give (gradcli.checks.findings.count_text, forward mode's own).
+_COUNT = re.compile(r"\b(\d+) of (\d+) entries\b")
+#: A headline longer than this keeps fewer of the message's clauses.
+HEADLINE = 100
+
+
+def headline(r: CheckResult) -> str:
+    """What is wrong, in one line (pytest's short summary shows only the first): the inputs with wrong
+    entries, how many, the largest relative error (``x: 36 of 336 entries wrong, max rel err 1.0e+01``);
+    without compared entries, the message's leading clauses (``torch's backward is not deterministic``)."""
+    if r.mismatches:
+        inputs = ", ".join(dict.fromkeys(m.input for m in r.mismatches))
+        count = _COUNT.search(r.message)
+        if count and "," not in inputs:  # one input wrong: its own count, where the message breaks it down
+            count = re.search(rf"\b{re.escape(inputs)}: (\d+) of (\d+)\b", r.message) or count
+        text = f"{inputs}: {count[1]} of {count[2]} entries wrong" if count else f"{inputs}: wrong"
+        return text + (f", max rel err {fmt_error(r.max_rel_error)}" if fmt_error(r.max_rel_error) else "")
+    parts = re.split(r"(: |; )", r.message or STATUS_LABEL.get(r.status, r.status))
+    text = parts[0]
+    for sep, part in zip(parts[1::2], parts[2::2]):
+        if len(text) + len(sep) + len(part) > HEADLINE:
+            break
+        text += sep + part
+    return text if len(text) <= HEADLINE else text[:text.rfind(" ", 0, HEADLINE)] + " …"
+
+
 def result_text(r: CheckResult) -> str:
-    """A check's details as plain text, as the table shows them (:func:`render_details`): the status,
-    name and place, the message, the worst elements, the methods that disagree, the Taylor tests, the
+    """A check's details as plain text, as the table shows them (:func:`render_details`) under a
+    :func:`headline`: the status, name and place, the message, the worst elements, the methods that disagree, the Taylor tests, the
     notes and the user's traceback. JUnit, the pytest plugin and ``assert_gradients`` all show this."""
-    lines = [f"{STATUS_LABEL.get(r.status, r.status)} {r.name} ({where(r)}, {r.kind}{', ' + r.mode if r.mode else ''})"]
+    lines = [headline(r), f"{STATUS_LABEL.get(r.status, r.status)} {r.name} ({where(r)}, {r.kind}"
+                          f"{', ' + r.mode if r.mode else ''})"]
     if r.message:
         lines.append(r.message)
     if r.mismatches:
