@@ -219,42 +219,45 @@ def polyval_rule(p, x):
 
 
 def _interp_inside(x, xp, fp, value, left, right):
-    """np.interp on strictly increasing plain ``xp``: fp[j] + t * (fp[j + 1] - fp[j]) in the segment
-    xp[j] <= x < xp[j + 1] that numpy evaluates (x = xp[-1] in the last one), left/right outside."""
-    xv = np.asarray(value_of(x), float)
-    n = xp.shape[0]
-    j = np.clip(np.searchsorted(xp, xv, side="right") - 1, 0, max(n - 2, 0))
+    """np.interp on strictly increasing ``xp`` (plain or traced): fp[j] + t * (fp[j + 1] - fp[j]), t =
+    (x - xp[j]) / (xp[j + 1] - xp[j]), in the segment xp[j] <= x < xp[j + 1] that numpy evaluates (x =
+    xp[-1] in the last one), left/right outside: so the knots' derivatives are this composition's too."""
+    xv, xpv = np.asarray(value_of(x), float), np.asarray(value_of(xp), float)
+    n = xpv.shape[0]
+    j = np.clip(np.searchsorted(xpv, xv, side="right") - 1, 0, max(n - 2, 0))
     hi = np.minimum(j + 1, n - 1)
     width = np.where(hi > j, xp[hi] - xp[j], 1.0)
     t = (x - xp[j]) / width
     res = fp[j] + t * (fp[hi] - fp[j])
-    res = np.where(xv < xp[0], fp[0] if left is None else left, res)
-    return with_value(np.where(xv > xp[-1], fp[-1] if right is None else right, res), value)
+    res = np.where(xv < xpv[0], fp[0] if left is None else left, res)
+    return with_value(np.where(xv > xpv[-1], fp[-1] if right is None else right, res), value)
+
+
+def _float(v):
+    return v.astype(np.float64) if isinstance(v, Traced) and v.dtype != np.float64 else v
 
 
 def interp_rule(x, xp, fp, left=None, right=None, period=None):
     # the derivative in x is the slope of the segment numpy reads the value from: the one to the right
     # of an interior knot (a kink there, one-sided), the last one at xp[-1], zero outside [xp[0], xp[-1]]
-    if any(isinstance(v, Traced) for v in (xp, left, right, period)):
-        raise NotTraceable("traced xp, left, right or period")
-    if np.iscomplexobj(value_of(fp)) or np.iscomplexobj(value_of(x)):
+    if isinstance(period, Traced):
+        raise NotTraceable("traced period")
+    if any(np.iscomplexobj(value_of(v)) for v in (x, xp, fp, left, right)):
         raise NotTraceable("complex input")
-    value = np.interp(value_of(x), xp, value_of(fp), left, right, period)
-    xp = np.asarray(xp, float)
-    if xp.ndim != 1 or np.any(np.diff(xp) <= 0) and period is None:
+    value = np.interp(*unwrap((x, xp, fp, left, right)), period)
+    xpv = np.asarray(value_of(xp), float)
+    if xpv.ndim != 1 or np.any(np.diff(xpv) <= 0) and period is None:
         raise NotTraceable("xp not strictly increasing")
-    if np.shape(value_of(fp)) != xp.shape:
+    if np.shape(value_of(fp)) != xpv.shape:
         raise NotTraceable("fp not the shape of xp")
-    if isinstance(fp, Traced) and fp.dtype != np.float64:
-        fp = fp.astype(np.float64)
+    xp, fp = (_float(v) if isinstance(v, Traced) else np.asarray(v, float) for v in (xp, fp))
     if period is None:
         return _interp_inside(x, xp, fp, value, left, right)
     period = abs(period)
     x = np.remainder(x, period)  # derivative 1: numpy's reduction of x to one period
-    xpm = xp % period
-    order = np.argsort(xpm)
-    xpm, fps = xpm[order], fp[order]
-    if np.any(np.diff(xpm) <= 0):
+    order = np.argsort(xpv % period)
+    xpm, fps = np.remainder(xp, period)[order], fp[order]
+    if np.any(np.diff(xpv[order] % period) <= 0):
         raise NotTraceable("xp repeats modulo the period")
     xpp = np.concatenate([xpm[-1:] - period, xpm, xpm[:1] + period])
     return _interp_inside(x, xpp, np.concatenate([fps[-1:], fps, fps[:1]]), value, None, None)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from mp_helpers import mp_derivative
 from test_trace_complex import check_complex, check_transpose_re
-from trace_helpers import check_transpose
+from trace_helpers import check_against_numerics, check_transpose
 
 from gradcli.checks.registry import build_spec
 from gradcli.checks.runner import run_check
@@ -236,3 +236,37 @@ def test_pinv_hermitian_closed_form_and_a_check():
         return np.sum(la.pinv(a, hermitian=True) ** 2)
 
     checked_by_traced_ad(f, lambda a: fd_grad(f, a), a=s)
+
+
+# --- np.interp in its sample positions --------------------------------------------------------------------
+XP = np.array([-1.0, 0.0, 0.5, 2.0])
+FP = np.array([1.0, -2.0, 0.5, 3.0])
+XI = np.array([-1.7, -0.3, 0.2, 0.9, 1.9, 2.4])  # both sides outside, every segment
+
+
+@pytest.mark.parametrize("kw", [{}, {"left": -5.0, "right": 7.0}, {"period": 3.5}])
+def test_interp_in_xp(kw):
+    check_against_numerics(lambda x, xp, fp: np.interp(x, xp, fp, **kw), {"x": XI, "xp": XP, "fp": FP},
+                           ["x", "xp", "fp"])
+    check_transpose(lambda x, xp: np.interp(x, xp, FP, **kw), {"x": XI, "xp": XP}, ["x", "xp"])
+
+
+def test_interp_in_xp_closed_form():
+    # inside [xp_j, xp_j+1]: y = f_j + (x - xp_j) s, s = (f_j+1 - f_j) / (xp_j+1 - xp_j);
+    # dy/dxp_j = s (x - xp_j+1) / w, dy/dxp_j+1 = -s (x - xp_j) / w; outside, y is constant
+    t = trace(lambda xp: np.interp(XI, xp, FP), {"xp": XP}, ["xp"])
+    jac = np.array([t.jvp({"xp": e}) for e in np.eye(4)]).T
+    want = np.zeros((6, 4))
+    for i, x in enumerate(XI):
+        j = np.searchsorted(XP, x, side="right") - 1
+        if 0 <= j < 3:
+            w, s = XP[j + 1] - XP[j], (FP[j + 1] - FP[j]) / (XP[j + 1] - XP[j])
+            want[i, j], want[i, j + 1] = s * (x - XP[j + 1]) / w, -s * (x - XP[j]) / w
+    np.testing.assert_allclose(jac, want, rtol=1e-14, atol=1e-15)
+
+
+def test_interp_in_xp_through_a_check():
+    def f(xp):
+        return np.sum(np.interp(XI, xp, FP) ** 2)
+
+    checked_by_traced_ad(f, lambda xp: fd_grad(f, xp), xp=XP)

@@ -155,7 +155,8 @@ def test_interp_knots_follow_numpys_segment():
 
 
 def test_interp_refusals():
-    refused(lambda x, xp: np.interp(x, xp, FP), {"x": XI, "xp": XP}, ["x", "xp"], "np.interp (traced xp")
+    refused(lambda x, p: np.interp(x, XP, FP, period=p), {"x": XI, "p": np.array(7.0)}, ["x", "p"],
+            "np.interp (traced period")
     refused(lambda x: np.interp(x, XP[::-1], FP), {"x": XI}, ["x"], "np.interp (xp not strictly increasing)")
 
 
