@@ -8,8 +8,8 @@ Three forms, all recording one :class:`~gradcli.checks.spec.CheckSpec` in ``REGI
     gradcli.check(loss, grad=loss_grad, x=..., w=...)    # call form: returns loss
     gradcli.check("x*sin(y)", grad={"x": "sin(y)", "y": "x*cos(y)"}, x=1.0, y=2.0)   # returns the spec
 
-Keywords named in ``OPTIONS`` are options, every other keyword is an input; ``inputs={...}`` passes
-inputs whose names clash with an option. Bad options are :class:`~gradcli.core.errors.BadInput` at
+Keywords named in ``OPTIONS`` are options, ``name=`` names the check, every other keyword is an input;
+``inputs={...}`` passes inputs whose names clash with an option or with ``name``. Bad options are :class:`~gradcli.core.errors.BadInput` at
 registration, so a model file with a typo fails to import (exit 2) instead of checking the wrong thing.
 
 Inputs given as a shape (a tuple of ints, ``()`` included) are drawn, in the order the inputs are given,
@@ -40,19 +40,22 @@ DTYPES = ("float64", "float32")
 DOMAINS = ("positive", "unit")
 
 
-def check(fn=None, /, *, grad=None, vjp=None, hvp=None, inputs: dict | None = None, **kwargs):
-    """Register a gradient check; see the module docstring and docs/contract.md, the model file."""
-    return _check(fn, grad, vjp, inputs, kwargs, REGISTRY, sys._getframe(1), hvp=hvp)
+def check(fn=None, /, *, grad=None, vjp=None, hvp=None, inputs: dict | None = None, name: str | None = None,
+          **kwargs):
+    """Register a gradient check; see the module docstring and docs/contract.md, the model file.
+    ``name`` names the check (default: the function's name, or the expression)."""
+    return _check(fn, grad, vjp, inputs, kwargs, REGISTRY, sys._getframe(1), hvp=hvp, name=name)
 
 
-def build_spec(fn, /, *, grad=None, vjp=None, hvp=None, inputs: dict | None = None, **kwargs) -> CheckSpec:
+def build_spec(fn, /, *, grad=None, vjp=None, hvp=None, inputs: dict | None = None, name: str | None = None,
+               **kwargs) -> CheckSpec:
     """The CheckSpec ``gradcli.check(fn, ...)`` would register, without registering it or touching ``fn``."""
     found: list = []
-    _check(fn, grad, vjp, inputs, kwargs, found, sys._getframe(1), attach=False, hvp=hvp)
+    _check(fn, grad, vjp, inputs, kwargs, found, sys._getframe(1), attach=False, hvp=hvp, name=name)
     return found[0]
 
 
-def _check(fn, grad, vjp, inputs, kwargs, registry, caller, attach=True, hvp=None):
+def _check(fn, grad, vjp, inputs, kwargs, registry, caller, attach=True, hvp=None, name=None):
     options = {k: v for k, v in kwargs.items() if k in OPTIONS}
     given = {k: v for k, v in kwargs.items() if k not in OPTIONS}
     if inputs is not None:
@@ -63,8 +66,10 @@ def _check(fn, grad, vjp, inputs, kwargs, registry, caller, attach=True, hvp=Non
             raise BadInput(f"input {clash[0]!r} given twice (in inputs= and as a keyword)")
         given = {**inputs, **given}
     validate_options(options)
+    if name is not None and (not isinstance(name, str) or not name.strip() or "\n" in name):
+        raise BadInput(f"name= must be a non-empty one-line string, got {name!r}")
     where = (caller.f_code.co_filename, caller.f_lineno)
-    reg = (registry, attach)
+    reg = (registry, attach, name)  # where the spec goes, whether fn gets .grad/.vjp/.hvp, its name
 
     if hvp is not None and not callable(hvp):
         raise BadInput(f"hvp= takes a function hvp(v, *inputs), got {type(hvp).__name__}")
@@ -122,7 +127,7 @@ def _register_function(fn, grad, vjp, inputs, options, where, reg, hvp=None):
             raise BadInput(f"dtype must be float64 or float32 for a numpy check, got {options['dtype']!r}")
         frameworks.refuse_torch_options(options, framework)
         _check_names(fn, inputs, options)
-    spec = CheckSpec(name=name, fn=fn, file=where[0], line=where[1],
+    spec = CheckSpec(name=reg[2] or name, fn=fn, file=where[0], line=where[1],
                      inputs=dict(inputs), options=dict(options), grad=grad, vjp=vjp, hvp=hvp)
     reg[0].append(spec)
     # a framework's own target (Function, module, custom rule) has its gradient under test, and
@@ -224,7 +229,7 @@ def _register_expression(text, grad, vjp, inputs, options, where, reg):
             if unknown:
                 raise BadInput(f"grad[{name!r}] uses {unknown[0]!r}, which is not a variable of {text!r}")
     check_wrt(inputs, options)
-    spec = CheckSpec(name=text, fn=None, file=where[0], line=where[1], inputs=dict(inputs),
+    spec = CheckSpec(name=reg[2] or text, fn=None, file=where[0], line=where[1], inputs=dict(inputs),
                      options=dict(options), grad=None if grad is None else dict(grad), expression=text)
     reg[0].append(spec)
     return spec
