@@ -9,8 +9,9 @@ Three forms, all recording one :class:`~gradcli.checks.spec.CheckSpec` in ``REGI
     gradcli.check("x*sin(y)", grad={"x": "sin(y)", "y": "x*cos(y)"}, x=1.0, y=2.0)   # returns the spec
 
 Keywords named in ``OPTIONS`` are options, ``name=`` names the check, every other keyword is an input;
-``inputs={...}`` passes inputs whose names clash with an option or with ``name``. Bad options are :class:`~gradcli.core.errors.BadInput` at
-registration, so a model file with a typo fails to import (exit 2) instead of checking the wrong thing.
+``inputs={...}`` passes inputs whose names clash with an option or with ``name``. Bad options are
+:class:`~gradcli.core.errors.BadInput` at registration, so a model file with a typo fails to import (exit 2)
+instead of checking the wrong thing.
 
 Inputs given as a shape (a tuple of ints, ``()`` included) are drawn, in the order the inputs are given,
 from one ``numpy.random.default_rng(seed)`` as standard normal ``z`` and mapped through ``domain``:
