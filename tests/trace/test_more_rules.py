@@ -251,6 +251,11 @@ def test_interp_in_xp(kw):
     check_transpose(lambda x, xp: np.interp(x, xp, FP, **kw), {"x": XI, "xp": XP}, ["x", "xp"])
 
 
+def test_interp_in_left_and_right():
+    check_against_numerics(lambda xp, left, right: np.interp(XI, xp, FP, left, right),
+                           {"xp": XP, "left": np.array(-5.0), "right": np.array(7.0)}, ["xp", "left", "right"])
+
+
 def test_interp_in_xp_closed_form():
     # inside [xp_j, xp_j+1]: y = f_j + (x - xp_j) s, s = (f_j+1 - f_j) / (xp_j+1 - xp_j);
     # dy/dxp_j = s (x - xp_j+1) / w, dy/dxp_j+1 = -s (x - xp_j) / w; outside, y is constant
