@@ -64,7 +64,10 @@ def _build(plt, color: bool) -> str:
         text = plt.build()
     finally:
         _clear(plt)
-    return text if color else plt.uncolorize(text)
+    if color:
+        return text
+    # plotext pads every line to the picture's width: trailing spaces are noise in a pipe or a log
+    return "\n".join(line.rstrip() for line in plt.uncolorize(text).split("\n"))
 
 
 def plot_terminal(data: PlotData, title: str, labels: list, width: int = 100, height: int = 30,
