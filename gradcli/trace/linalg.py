@@ -1,19 +1,18 @@
 """Differentiation rules for numpy.linalg (its norms are in :mod:`gradcli.trace.contract`).
 
-Stacked ``(..., m, n)`` wherever numpy stacks; complex where a rule's ``_plain`` allows (the convention of
+Stacked ``(..., m, n)`` wherever numpy stacks; complex where a rule's ``plain`` allows (the convention of
 :mod:`gradcli.trace.linear`: a holomorphic rule transposes with the conjugate transpose). Each rule keeps
 numpy's own value and records one node per differentiable output of a tuple (numpy's own tuple type), so an
 output the user never reads costs nothing. Where a derivative does not exist (repeated eigen- or singular
 values, a rank-deficient matrix, log|det| of a singular one) the call is refused: the check falls back to
-numerics. The formulas: M. Giles, "An extended collection of matrix derivative results for forward and
-reverse mode AD" (2008); J. Townsend, "Differentiating the singular value decomposition" (2016); I. Murray,
-"Differentiation of the Cholesky decomposition" (2016); H.-J. Liao et al., "Differentiable programming
-tensor networks" (2019) for QR; G. Golub and V. Pereyra, "The differentiation of pseudo-inverses" (1973).
+numerics. pinv and lstsq are in :mod:`gradcli.trace.pinv`, on the helpers here. The formulas: M. Giles,
+"An extended collection of matrix derivative results for forward and reverse mode AD" (2008); J. Townsend,
+"Differentiating the singular value decomposition" (2016); I. Murray, "Differentiation of the Cholesky
+decomposition" (2016); H.-J. Liao et al., "Differentiable programming tensor networks" (2019) for QR.
 """
 from __future__ import annotations
 
 import functools
-import inspect
 import operator
 
 import numpy as np
@@ -34,16 +33,16 @@ def mH(x):
     return conj(mT(x))
 
 
-def _plain(*xs, complex_=False):
+def plain(*xs, complex_=False):
     """The values of real (or integer, or with ``complex_`` complex) matrix arguments; else refused."""
     vals = [np.asarray(value_of(x)) for x in xs]
     for v in vals:
-        _refuse_if(v.dtype.kind not in "fiub" + "c" * complex_, f"{v.dtype} input")
-    _refuse_if(vals[0].ndim >= 2 and min(vals[0].shape[-2:]) == 0, "an empty matrix")
+        refuse_if(v.dtype.kind not in "fiub" + "c" * complex_, f"{v.dtype} input")
+    refuse_if(vals[0].ndim >= 2 and min(vals[0].shape[-2:]) == 0, "an empty matrix")
     return vals
 
 
-def _node(value, a, jvp, vjp):
+def node(value, a, jvp, vjp):
     """A node of one parent ``a``: jvp(t) and vjp(g) of its tangent and cotangent alone."""
     return record(value, [a], lambda ts: jvp(ts[0]), lambda g: [for_parent(vjp(np.asarray(g)), a.dtype)])
 
@@ -52,15 +51,15 @@ def _like(res, parts):
     return type(res)(*parts) if hasattr(res, "_fields") else tuple(parts)
 
 
-def _refuse_if(cond, why):
+def refuse_if(cond, why):
     if np.any(cond):
         raise NotTraceable(why)
 
 
-def _separated(w, what):
+def separated(w, what):
     """Refuse sorted values ``w`` (..., k) that (nearly) repeat: their derivatives do not exist."""
     scale = np.max(np.abs(w), axis=-1, keepdims=True)
-    _refuse_if(np.abs(np.diff(w, axis=-1)) <= near(w) * scale, f"repeated {what}")
+    refuse_if(np.abs(np.diff(w, axis=-1)) <= near(w) * scale, f"repeated {what}")
 
 
 def _inverse_gaps(w):
@@ -68,20 +67,20 @@ def _inverse_gaps(w):
     return 1.0 / np.where(np.eye(w.shape[-1], dtype=bool), np.inf, w[..., None, :] - w[..., :, None])
 
 
-def _sym(t, lower):
+def hermitian_of(t, lower):
     """The Hermitian matrix LAPACK reads from a triangle of ``t`` (cholesky, eigh: UPLO), Im(diagonal) unread."""
     h = np.tril(t, -1) if lower else np.triu(t, 1)
     return h + mH(h) + np.real(t) * np.eye(t.shape[-1], dtype=bool)
 
 
-def _sym_adjoint(p, lower):
+def hermitian_adjoint(p, lower):
     tri, k = (np.tril, -1) if lower else (np.triu, 1)
     return tri(p, k) + conj(tri(mT(p), k)) + np.real(p) * np.eye(p.shape[-1], dtype=bool)
 
 
 # --- solve, inv, det, slogdet, matrix_power ----------------------------------------------------------
 def solve_rule(a, b):
-    av, bv = _plain(a, b, complex_=True)
+    av, bv = plain(a, b, complex_=True)
     x = np.linalg.solve(av, bv)
     vec = bv.ndim == 1 if _NUMPY2 else bv.ndim == av.ndim - 1
     x2, b2 = (x[..., None], bv.shape + (1,)) if vec else (x, bv.shape)
@@ -103,8 +102,8 @@ def solve_rule(a, b):
 
 
 def inv_rule(a):
-    y = np.linalg.inv(_plain(a, complex_=True)[0])
-    return _node(y, a, lambda t: -(y @ t @ y), lambda g: -(mH(y) @ g @ mH(y)))
+    y = np.linalg.inv(plain(a, complex_=True)[0])
+    return node(y, a, lambda t: -(y @ t @ y), lambda g: -(mH(y) @ g @ mH(y)))
 
 
 def _cofactor(v):
@@ -118,28 +117,28 @@ def _cofactor(v):
 
 
 def det_rule(a):
-    v, = _plain(a, complex_=True)
+    v, = plain(a, complex_=True)
     cof = functools.cache(lambda: _cofactor(v))
-    return _node(np.linalg.det(v), a, lambda t: np.sum(cof() * t, axis=(-2, -1)),
+    return node(np.linalg.det(v), a, lambda t: np.sum(cof() * t, axis=(-2, -1)),
                  lambda g: g[..., None, None] * conj(cof()))
 
 
 def slogdet_rule(a):
-    v, = _plain(a, complex_=True)
+    v, = plain(a, complex_=True)
     res = np.linalg.slogdet(v)
-    _refuse_if(res[0] == 0, "a singular matrix: log|det| is -inf")
+    refuse_if(res[0] == 0, "a singular matrix: log|det| is -inf")
     w = functools.cache(lambda: mT(np.linalg.inv(v)))  # tr(A^-1 dA) = sum(W * dA), W = A^-T
-    logdet = _node(res[1], a, lambda t: np.real(np.sum(w() * t, axis=(-2, -1))),
+    logdet = node(res[1], a, lambda t: np.real(np.sum(w() * t, axis=(-2, -1))),
                    lambda g: g[..., None, None] * conj(w()))
     if not np.iscomplexobj(v):
         return _like(res, [res[0], logdet])  # a real det's sign is piecewise constant: plain
-    sign = _node(res[0], a, lambda t: 1j * res[0] * np.imag(np.sum(w() * t, axis=(-2, -1))),  # i sign Im tr
+    sign = node(res[0], a, lambda t: 1j * res[0] * np.imag(np.sum(w() * t, axis=(-2, -1))),  # i sign Im tr
                  lambda g: 1j * np.imag(np.conj(res[0]) * g)[..., None, None] * conj(w()))
     return _like(res, [sign, logdet])
 
 
 def matrix_power_rule(a, n):
-    value = np.linalg.matrix_power(_plain(a, complex_=True)[0], n)
+    value = np.linalg.matrix_power(plain(a, complex_=True)[0], n)
     n = operator.index(n)
     if n == 0:
         return value  # the identity: a constant
@@ -163,34 +162,34 @@ def multi_dot_rule(arrays, *, out=None):
 
 # --- factorizations ------------------------------------------------------------------------------------
 def cholesky_rule(a, *, upper=False):
-    v, = _plain(a, complex_=True)
+    v, = plain(a, complex_=True)
     c = np.linalg.cholesky(v, upper=True) if upper else np.linalg.cholesky(v)
     # upper=True reads the upper triangle and returns U = L^H: the lower case on conjugate transposes
     low, flip = (mH(c), mH) if upper else (c, lambda t: t)
     half = 1 - 0.5 * np.eye(c.shape[-1], dtype=c.real.dtype)
 
     def jvp(t):  # dL = L Phi(L^-1 dA L^-H), Phi: the lower triangle, half the (real) diagonal (Murray)
-        x = mH(np.linalg.solve(low, mH(np.linalg.solve(low, _sym(flip(t), True)))))
+        x = mH(np.linalg.solve(low, mH(np.linalg.solve(low, hermitian_of(flip(t), True)))))
         return flip(low @ (np.tril(x) * half))
 
     def vjp(g):  # the adjoint under Re<.,.>: L^-H Phi(L^H G) L^-1, read back onto the lower triangle
         m = np.tril(mH(low) @ flip(g)) * half
         p = mH(np.linalg.solve(mH(low), mH(np.linalg.solve(mH(low), m))))
-        return flip(_sym_adjoint(p, True))
+        return flip(hermitian_adjoint(p, True))
 
-    return _node(c, a, jvp, vjp)
+    return node(c, a, jvp, vjp)
 
 
 def qr_rule(a, mode="reduced"):
-    v, = _plain(a)
+    v, = plain(a)
     res = np.linalg.qr(v, mode=mode)
     m, n = v.shape[-2:]
-    _refuse_if(mode not in ("reduced", "complete", "r"), f"mode={mode!r}")
-    _refuse_if(m < n, "more columns than rows")
-    _refuse_if(mode == "complete" and m > n, "mode='complete' of a tall matrix: Q's last columns are arbitrary")
+    refuse_if(mode not in ("reduced", "complete", "r"), f"mode={mode!r}")
+    refuse_if(m < n, "more columns than rows")
+    refuse_if(mode == "complete" and m > n, "mode='complete' of a tall matrix: Q's last columns are arbitrary")
     q, r = np.linalg.qr(v) if mode == "r" else res
     diag = np.abs(np.diagonal(r, axis1=-2, axis2=-1))
-    _refuse_if(diag <= near(r) * np.max(np.abs(r), axis=(-2, -1))[..., None], "a rank-deficient matrix")
+    refuse_if(diag <= near(r) * np.max(np.abs(r), axis=(-2, -1))[..., None], "a rank-deficient matrix")
 
     def parts(t):  # C = Q^T dA R^-1 = Omega + dR R^-1, Omega antisymmetric: dR R^-1 = C - Omega
         dar = mT(np.linalg.solve(mT(r), mT(t)))
@@ -202,7 +201,7 @@ def qr_rule(a, mode="reduced"):
         x = q @ (np.triu(k) + mT(np.triu(k, 1))) + gq
         return mT(np.linalg.solve(r, mT(x)))
 
-    r_node = _node(res if mode == "r" else r, a, lambda t: parts(t)[0] @ r, lambda g: back(0, g @ mT(r)))
+    r_node = node(res if mode == "r" else r, a, lambda t: parts(t)[0] @ r, lambda g: back(0, g @ mT(r)))
     if mode == "r":
         return r_node
 
@@ -210,36 +209,36 @@ def qr_rule(a, mode="reduced"):
         up, dar = parts(t)
         return dar - q @ up
 
-    return _like(res, [_node(q, a, q_jvp, lambda g: back(g, -(mT(q) @ g))), r_node])
+    return _like(res, [node(q, a, q_jvp, lambda g: back(g, -(mT(q) @ g))), r_node])
 
 
 def _eig_nodes(a, w, vecs, lower, vectors):
     """Nodes for the eigenvalues ``w`` (and ``vecs()``, the eigenvectors V) of the Hermitian matrix read
     from ``a``: with dS that matrix's tangent, dw_i = v_i^H dS v_i, dV = V (F o V^T dS V) (Giles 3.1)."""
-    _separated(w, "eigenvalues")
+    separated(w, "eigenvalues")
 
     def w_jvp(t):
-        return np.real(np.einsum("...ji,...jk,...ki->...i", conj(vecs()), _sym(t, lower), vecs()))
+        return np.real(np.einsum("...ji,...jk,...ki->...i", conj(vecs()), hermitian_of(t, lower), vecs()))
 
     def w_vjp(g):
-        return _sym_adjoint((vecs() * g[..., None, :]) @ mH(vecs()), lower)
+        return hermitian_adjoint((vecs() * g[..., None, :]) @ mH(vecs()), lower)
 
-    w_node = _node(w, a, w_jvp, w_vjp)
+    w_node = node(w, a, w_jvp, w_vjp)
     if not vectors:
         return w_node
     v, f = vecs(), _inverse_gaps(w)
-    return w_node, _node(v, a, lambda t: v @ (f * (mT(v) @ _sym(t, lower) @ v)),
-                         lambda g: _sym_adjoint(v @ (f * (mT(v) @ g)) @ mT(v), lower))
+    return w_node, node(v, a, lambda t: v @ (f * (mT(v) @ hermitian_of(t, lower) @ v)),
+                         lambda g: hermitian_adjoint(v @ (f * (mT(v) @ g)) @ mT(v), lower))
 
 
 def eigh_rule(a, UPLO="L"):
-    v, = _plain(a)
+    v, = plain(a)
     res = np.linalg.eigh(v, UPLO)
     return _like(res, _eig_nodes(a, res[0], lambda: res[1], UPLO.upper() == "L", True))
 
 
 def eigvalsh_rule(a, UPLO="L"):
-    v, = _plain(a, complex_=True)
+    v, = plain(a, complex_=True)
     vecs = functools.cache(lambda: np.linalg.eigh(v, UPLO)[1])
     return _eig_nodes(a, np.linalg.eigvalsh(v, UPLO), vecs, UPLO.upper() == "L", False)
 
@@ -247,15 +246,15 @@ def eigvalsh_rule(a, UPLO="L"):
 def eigvals_rule(a):
     """Eigenvalues of a general matrix A = V diag(w) V^-1, distinct: dw_i = (V^-1 dA V)_ii (Giles 3.1),
     complex-linear in dA, so the vjp is V^-H diag(g) V^H; a real A's gets its real part."""
-    v, = _plain(a, complex_=True)
+    v, = plain(a, complex_=True)
     we, vecs = np.linalg.eig(v)
     w = np.linalg.eigvals(v)  # numpy's own value; eig's may come in another order (LAPACK's other path)
     order = np.argmin(np.abs(w[..., :, None] - we[..., None, :]), axis=-1)
     vecs = np.take_along_axis(vecs, order[..., None, :], axis=-1)
     gap = np.where(np.eye(w.shape[-1], dtype=bool), np.inf, np.abs(w[..., :, None] - w[..., None, :]))
-    _refuse_if(np.min(gap, axis=(-2, -1), initial=np.inf) <= near(gap) * np.max(np.abs(w), axis=-1),
+    refuse_if(np.min(gap, axis=(-2, -1), initial=np.inf) <= near(gap) * np.max(np.abs(w), axis=-1),
                "repeated eigenvalues")
-    _refuse_if(np.linalg.cond(vecs) > 1 / near(gap), "a defective (nearly) matrix")
+    refuse_if(np.linalg.cond(vecs) > 1 / near(gap), "a defective (nearly) matrix")
     winv = np.linalg.inv(vecs)
 
     def jvp(t):
@@ -264,16 +263,16 @@ def eigvals_rule(a):
     def vjp(g):
         return mH(winv) @ (g[..., :, None] * mH(vecs))
 
-    return _node(w, a, jvp, vjp)
+    return node(w, a, jvp, vjp)
 
 
 def _distinct_positive(s):
     """Singular values are kinks where one is zero or two meet (the vectors jump there)."""
-    _refuse_if(s[..., -1] <= near(s) * s[..., 0], "a zero singular value (a rank-deficient matrix)")
-    _separated(s, "singular values")
+    refuse_if(s[..., -1] <= near(s) * s[..., 0], "a zero singular value (a rank-deficient matrix)")
+    separated(s, "singular values")
 
 
-def _sv_node(a, s, uv):
+def sv_node(a, s, uv):
     """The singular values' node, ``uv()`` giving (U, V^H): ds_i = Re(u_i^H dA v_i) (Townsend)."""
     def jvp(t):
         return np.real(np.einsum("...ji,...jk,...ik->...i", conj(uv()[0]), t, conj(uv()[1])))
@@ -281,22 +280,22 @@ def _sv_node(a, s, uv):
     def vjp(g):
         return (uv()[0] * g[..., None, :]) @ uv()[1]
 
-    return _node(s, a, jvp, vjp)
+    return node(s, a, jvp, vjp)
 
 
 def svd_rule(a, full_matrices=True, compute_uv=True, hermitian=False):
-    v, = _plain(a, complex_=True)
+    v, = plain(a, complex_=True)
     res = np.linalg.svd(v, full_matrices, compute_uv, hermitian)
     m, n = v.shape[-2:]
-    _refuse_if(hermitian, "hermitian=True")
-    _refuse_if(compute_uv and full_matrices and m != n,
+    refuse_if(hermitian, "hermitian=True")
+    refuse_if(compute_uv and full_matrices and m != n,
                "full_matrices=True on a non-square matrix: the extra singular vectors are arbitrary")
     s = res[1] if compute_uv else res
     _distinct_positive(s)
     if not compute_uv:
-        return _sv_node(a, s, functools.cache(lambda: np.linalg.svd(v, full_matrices=False)[::2]))
+        return sv_node(a, s, functools.cache(lambda: np.linalg.svd(v, full_matrices=False)[::2]))
     u, _, vt = res
-    nodes = _svd_u_node(a, u, s, vt), _sv_node(a, s, lambda: (u, vt)), _svd_vt_node(a, u, s, vt)
+    nodes = _svd_u_node(a, u, s, vt), sv_node(a, s, lambda: (u, vt)), _svd_vt_node(a, u, s, vt)
     return _like(res, nodes)
 
 
@@ -325,7 +324,7 @@ def _svd_u_node(a, u, s, vt):
         ga = u @ (x + diag(h) if cplx else x) @ vt
         return ga + ((g - u @ h) / row) @ vt if m > n else ga
 
-    return _node(u, a, jvp, vjp)
+    return node(u, a, jvp, vjp)
 
 
 def _svd_vt_node(a, u, s, vt):
@@ -344,123 +343,14 @@ def _svd_vt_node(a, u, s, vt):
         ga = u @ (col * (f * (vt @ gv - g @ vv))) @ vt
         return ga + u @ (mH(gv - vv @ (vt @ gv)) / col) if n > m else ga
 
-    return _node(vt, a, jvp, vjp)
+    return node(vt, a, jvp, vjp)
 
 
 def svdvals_rule(x):
-    v, = _plain(x, complex_=True)
+    v, = plain(x, complex_=True)
     s = np.linalg.svdvals(v)
     _distinct_positive(s)
-    return _sv_node(x, s, functools.cache(lambda: np.linalg.svd(v, full_matrices=False)[::2]))
-
-
-# --- pinv, lstsq: differentiable where the rank cannot change ----------------------------------------
-def _full_rank(s, rcond):
-    """Refuse singular values ``s`` of a (nearly) rank-deficient matrix, or with one near the cutoff
-    ``rcond * s_max`` below which numpy drops it: the result jumps there."""
-    rcond = 0.0 if rcond is None or isinstance(rcond, str) else rcond  # numpy 1's "warn": its default
-    tol = np.maximum(near(s), 2 * np.asarray(rcond, float))
-    _refuse_if(s[..., -1:] <= tol[..., None] * s[..., :1], "a rank-deficient (or nearly) matrix")
-
-
-_PINV = inspect.signature(np.linalg.pinv)
-_LSTSQ = inspect.signature(np.linalg.lstsq)
-
-
-def pinv_rule(a, *args, **kwargs):
-    v, = _plain(a, complex_=True)
-    p = np.linalg.pinv(v, *args, **kwargs)
-    opts = _PINV.bind(v, *args, **kwargs).arguments
-    rcond = opts.get("rcond", opts.get("rtol"))
-    if opts.get("hermitian", False):
-        return _hermitian_pinv(a, p, rcond)
-    _full_rank(np.linalg.svd(v, compute_uv=False), rcond)
-    pt = mH(p)
-
-    def jvp(t):  # dP = -P dA P + P P^H dA^H (I - A P) + (I - P A) dA^H P^H P: not holomorphic
-        tt = mH(t)
-        return (-_chain(p, t, p) + _chain(p, pt, tt) - _chain(p, pt, tt, v, p)
-                + _chain(tt, pt, p) - _chain(p, v, tt, pt, p))
-
-    def vjp(g):
-        gt = mH(g)
-        return (-_chain(pt, g, pt) + _chain(gt, p, pt) - _chain(v, p, gt, p, pt)
-                + _chain(pt, p, gt) - _chain(pt, p, gt, p, v))
-
-    return _node(p, a, jvp, vjp)
-
-
-def _hermitian_pinv(a, p, rcond):
-    """pinv(a, hermitian=True) reads the Hermitian matrix S of a's lower triangle (numpy's eigh); where
-    its rank cannot change (refused otherwise) P is S^-1, so dP = -P dS P."""
-    s = np.sort(np.abs(np.linalg.eigvalsh(value_of(a))), axis=-1)[..., ::-1]
-    _full_rank(s, rcond)
-    return _node(p, a, lambda t: -(p @ _sym(t, True) @ p), lambda g: _sym_adjoint(-(mH(p) @ g @ mH(p)), True))
-
-
-def _chain(*ms):
-    """The product of the stacked matrices ``ms`` in the order with the fewest multiplications (multi_dot's
-    rule, which does not stack): for a tall or wide A the m x m (n x n) projections never form."""
-    dims = [m.shape[-2] for m in ms] + [ms[-1].shape[-1]]
-
-    @functools.cache
-    def best(i, j):  # (multiplications, split) for ms[i] ... ms[j]
-        if i == j:
-            return 0, i
-        return min((best(i, k)[0] + best(k + 1, j)[0] + dims[i] * dims[k + 1] * dims[j + 1], k)
-                   for k in range(i, j))
-
-    def product(i, j):
-        k = best(i, j)[1]
-        return ms[i] if i == j else product(i, k) @ product(k + 1, j)
-
-    return product(0, len(ms) - 1)
-
-
-def lstsq_rule(a, b, *args, **kwargs):
-    av, bv = _plain(a, b)
-    x, resid, rank, s = np.linalg.lstsq(av, bv, *args, **kwargs)
-    _full_rank(s, _LSTSQ.bind(av, bv, *args, **kwargs).arguments.get("rcond"))
-    vec = bv.ndim == 1
-    x2, b2 = (x[:, None], bv[:, None]) if vec else (x, bv)
-    r2 = b2 - av @ x2
-    p = np.linalg.pinv(av)
-    pt, ta_on, tb_on = mT(p), isinstance(a, Traced), isinstance(b, Traced)
-    parents = [q for q in (a, b) if isinstance(q, Traced)]
-
-    def split(ts):
-        tb = ts[-1] if tb_on else None
-        return (ts[0] if ta_on else None), (None if tb is None else np.reshape(tb, b2.shape))
-
-    def x_jvp(ts):  # x = A^+ b: dx = dA^+ b + A^+ db, with dA^+ as in pinv_rule
-        ta, tb = split(ts)
-        dx = 0 if tb is None else p @ tb
-        if ta is not None:
-            w = mT(ta) @ (pt @ x2)
-            dx = dx - p @ (ta @ x2) + p @ (pt @ (mT(ta) @ r2)) + w - p @ (av @ w)
-        return dx[:, 0] if vec else dx
-
-    def x_vjp(g):
-        g = np.reshape(g, x2.shape)
-        gb = pt @ g
-        ga = -gb @ x2.T + r2 @ (p @ gb).T + (pt @ x2) @ (g - p @ (av @ g)).T
-        return ([ga] if ta_on else []) + ([np.reshape(gb, bv.shape)] if tb_on else [])
-
-    def r_jvp(ts):  # d |b - A x|^2 = 2 r^T (db - dA x), as A^T r = 0 at the solution
-        ta, tb = split(ts)
-        d = (0 if tb is None else tb) - (0 if ta is None else ta @ x2)
-        return 2 * np.sum(r2 * d, axis=0)
-
-    def r_vjp(g):
-        gb = 2 * r2 * np.asarray(g)
-        return ([-gb @ x2.T] if ta_on else []) + ([np.reshape(gb, bv.shape)] if tb_on else [])
-
-    if ta_on:
-        _separated(s, "singular values")
-        s = _sv_node(a, s, functools.cache(lambda: np.linalg.svd(av, full_matrices=False)[::2]))
-    if resid.size:  # numpy gives residuals only for a tall full-rank A
-        resid = record(resid, parents, r_jvp, r_vjp)
-    return record(x, parents, x_jvp, x_vjp), resid, rank, s
+    return sv_node(x, s, functools.cache(lambda: np.linalg.svd(v, full_matrices=False)[::2]))
 
 
 def routes(d) -> dict:
@@ -468,8 +358,8 @@ def routes(d) -> dict:
     la = np.linalg
     table = {la.solve: solve_rule, la.inv: inv_rule, la.det: det_rule, la.slogdet: slogdet_rule,
              la.matrix_power: matrix_power_rule, la.multi_dot: multi_dot_rule, la.cholesky: cholesky_rule,
-             la.qr: qr_rule, la.eigh: eigh_rule, la.eigvalsh: eigvalsh_rule, la.eigvals: eigvals_rule, la.svd: svd_rule,
-             la.pinv: pinv_rule, la.lstsq: lstsq_rule, getattr(la, "svdvals", None): svdvals_rule,
+             la.qr: qr_rule, la.eigh: eigh_rule, la.eigvalsh: eigvalsh_rule, la.eigvals: eigvals_rule,
+             la.svd: svd_rule, getattr(la, "svdvals", None): svdvals_rule,
              getattr(la, "vector_norm", None): vector_norm_rule,  # these three: numpy 2
              getattr(la, "matrix_norm", None): matrix_norm_rule}
     return {f: d(rule) for f, rule in table.items() if f is not None}

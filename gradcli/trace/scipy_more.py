@@ -1,6 +1,6 @@
 """Rules for scipy's other python-level functions: scipy.stats' t, beta, gamma, chi2, expon, laplace,
 logistic, poisson and dirichlet, scipy.special.multigammaln, scipy.linalg's solve_triangular,
-solve_banded, cholesky, sqrtm, expm, solve_sylvester and lu, scipy.signal.convolve and
+solve_banded, solve, inv, det, pinv, eigvals, cholesky, sqrtm, expm, solve_sylvester and lu, scipy.signal.convolve and
 scipy.integrate.odeint (its rule is :mod:`gradcli.trace.integrate`'s).
 :mod:`gradcli.trace.special` registers them with its own.
 
@@ -24,6 +24,7 @@ from gradcli.trace.array import NotTraceable, Traced, record, value_of
 from gradcli.trace.integrate import odeint_rule
 from gradcli.trace.contract import near
 from gradcli.trace.linear import for_parent, with_value
+from gradcli.trace.scipy_linalg import general_rules, square
 
 _LOG_2 = math.log(2)
 
@@ -145,11 +146,6 @@ def _multigammaln(sc):
 
 
 # --- scipy.linalg ---------------------------------------------------------------------------------------
-def _square(a):
-    if np.ndim(value_of(a)) != 2:
-        raise NotTraceable("not a 2-d matrix")
-
-
 def _solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_a=False,
                       overwrite_b=False, check_finite=True):
     if np.ndim(value_of(a)) < 2:
@@ -226,7 +222,7 @@ def _lu(original):
 
 
 def _cholesky(a, lower=False, overwrite_a=False, check_finite=True):
-    _square(a)
+    square(a)
     # LAPACK reads one triangle: the matrix is that triangle's Hermitian completion
     if lower:
         sym = np.tril(a) + np.swapaxes(np.conjugate(np.tril(a, -1)), 0, 1)
@@ -294,7 +290,7 @@ def _sqrtm(original):
     import scipy.linalg as sl
 
     def rule(a, *args, **kwargs):
-        _square(a)
+        square(a)
         av = value_of(a)
         res = original(av, *args, **kwargs)
         x = np.asarray(res[0] if isinstance(res, tuple) else res)
@@ -322,7 +318,7 @@ def _expm(original):
     import scipy.linalg as sl
 
     def rule(a):
-        _square(a)
+        square(a)
         av = value_of(a)
         value = original(av)
         ah = np.conjugate(av).T
@@ -357,7 +353,7 @@ def composed(sc, st):
     groups.append((st.dirichlet, "scipy.stats.dirichlet", {k: _dirichlet(k, sc) for k in ("logpdf", "pdf")}))
     import scipy.linalg as sl
     groups.append((sl, "scipy.linalg", {"solve_triangular": _solve_triangular, "cholesky": _cholesky,
-                                             "solve_banded": _solve_banded}))
+                                             "solve_banded": _solve_banded, **general_rules()}))
     return groups
 
 

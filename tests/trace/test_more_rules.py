@@ -275,3 +275,42 @@ def test_interp_in_xp_through_a_check():
         return np.sum(np.interp(XI, xp, FP) ** 2)
 
     checked_by_traced_ad(f, lambda xp: fd_grad(f, xp), xp=XP)
+
+
+# --- scipy.linalg's general-matrix functions ---------------------------------------------------------------
+sl = pytest.importorskip("scipy.linalg")
+G = rng.normal(size=(3, 3)) + 3 * np.eye(3)
+SPD = G @ G.T + np.eye(3)
+NOT_SYM = SPD + np.triu(rng.normal(size=(3, 3)), 1)  # the lower triangle is SPD's: what lower=True reads
+B2 = rng.normal(size=(3, 2))
+
+
+@pytest.mark.parametrize("fn, inputs", [
+    (lambda a, b: sl.solve(a, b), {"a": G, "b": B2}),
+    (lambda a, b: sl.solve(a, b[:, 0], transposed=True), {"a": G, "b": B2}),
+    (lambda a, b: sl.solve(a, b, assume_a="pos", lower=True), {"a": NOT_SYM, "b": B2}),
+    (lambda a, b: sl.solve(a, b, assume_a="sym"), {"a": NOT_SYM.T, "b": B2}),
+    (lambda a: sl.inv(a), {"a": G}), (lambda a: sl.det(a), {"a": G}), (lambda a: sl.pinv(a), {"a": G[:, :2]}),
+], ids=["solve", "solve-transposed", "solve-pos-lower", "solve-sym-upper", "inv", "det", "pinv"])
+def test_scipy_linalg_general_functions(fn, inputs):
+    check_against_numerics(fn, inputs, list(inputs))
+    check_transpose(fn, inputs, list(inputs))
+
+
+@pytest.mark.parametrize("a", [_c(3, 3), _real_eig_distinct(3, True)], ids=["complex", "real"])
+def test_scipy_linalg_complex_and_eigvals(a):
+    h = a @ a.conj().T + np.eye(3)
+    check_complex(lambda a: sl.eigvals(a), {"a": a}, ["a"])
+    check_complex(lambda a: sl.solve(a, np.ones(3), assume_a="her"), {"a": np.tril(h) + np.triu(a, 1)}, ["a"])
+    check_complex(lambda a: sl.inv(a), {"a": a}, ["a"])
+
+
+def test_scipy_linalg_through_a_check_and_refusals():
+    def f(a):
+        return np.sum(sl.solve(a, B2, assume_a="pos") ** 2) + sl.det(a)
+
+    checked_by_traced_ad(f, lambda a: fd_grad(f, a), a=SPD)
+    t = trace(lambda a: sl.pinv(a, atol=0.1), {"a": G}, ["a"])
+    assert not t.ok and "atol=" in t.problems[0]
+    t = trace(lambda a: sl.solve(a, B2, assume_a="banded"), {"a": G}, ["a"])
+    assert not t.ok and "assume_a='banded'" in t.problems[0]
