@@ -17,7 +17,8 @@ from gradcli.checks.context import (
 from gradcli.checks.interrupt import raised_by_user_code
 from gradcli.checks.judging import judge, typical_by_input, zero_of_columns
 from gradcli.checks.findings import (
-    count_text, float64_hint, largest_elsewhere, precision_by_input, underflow_text, worst, worst_entries)
+    count_text, float64_hint, largest_elsewhere, largest_wrong, precision_by_input, underflow_text, worst,
+    worst_entries)
 from gradcli.checks.under_test import FRAMEWORK_GRADIENT, framework_under_test, user_gradient, user_vjp_at
 
 def _sample(ctx, n):
@@ -279,7 +280,7 @@ def verdict_of_elements(ctx, got, ref, err, kink, cols, refdesc: str, identity=N
             picks = [(int(rows[k]), int(k)) for k in flat]
             counted = count_text(ctx, bad.any(axis=0)[None], live.any(axis=0)[None], which)
         else:
-            flat = worst_entries(score, np.broadcast_to(which, score.shape))
+            flat = worst_entries(score, np.broadcast_to(which, score.shape), also=largest_wrong(rel, bad))
             picks = [tuple(int(i) for i in np.unravel_index(f, bad.shape)) for f in flat]
             counted = count_text(ctx, bad, live, which)
         found = [mismatch(ctx, int(cols[k]), ref[j, k], got[j, k], None if cotangent_rows else j) for j, k in picks]

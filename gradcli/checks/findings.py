@@ -16,19 +16,30 @@ def worst(diff, tol, bad):
     return int(j), int(k)
 
 
-def worst_entries(score: np.ndarray, which: np.ndarray, limit: int = MAX_MISMATCHES) -> np.ndarray:
+def worst_entries(score: np.ndarray, which: np.ndarray, limit: int = MAX_MISMATCHES, also=None) -> np.ndarray:
     """Flat indices of the worst entries (``score`` > -1 fails, larger is worse), worst first, at most
     ``limit``, with the worst of every input (``which``: its input per entry) among them: a few large
-    errors in one input must not hide that another input is wrong too."""
+    errors in one input must not hide that another input is wrong too; and ``also`` (a flat index, the
+    entry with the largest relative error: :func:`largest_wrong`), so that the worst entries shown hold
+    the error the report's summary gives."""
     score, which = score.ravel(), np.broadcast_to(which, score.shape).ravel()
     order = np.argsort(-score, kind="stable")
     order = order[score[order] > -1]
     picked = list(order[:limit])
-    missing = [order[which[order] == k][0] for k in dict.fromkeys(which[order]) if k not in set(which[picked])]
-    if missing:
-        picked = picked[:max(limit - len(missing), 0)] + missing
+    need = [order[which[order] == k][0] for k in dict.fromkeys(which[order]) if k not in set(which[picked])]
+    if also is not None and score[also] > -1 and also not in picked and also not in need:
+        need.append(also)
+    if need:
+        picked = picked[:max(limit - len(need), 0)] + need
         picked.sort(key=lambda i: -score[i])
     return np.array(picked, dtype=np.int64)
+
+
+def largest_wrong(rel: np.ndarray, bad: np.ndarray):
+    """The flat index of the largest relative error among the ``bad`` entries, or None."""
+    masked = np.where(bad & ~np.isnan(rel), rel, -np.inf).ravel()
+    k = int(np.argmax(masked))
+    return k if masked[k] > -np.inf else None
 
 
 def max_errors(diff: np.ndarray, ref: np.ndarray, live: np.ndarray) -> tuple:

@@ -43,7 +43,7 @@ from gradcli import trace as tracing
 from gradcli.checks import numeric as num
 from gradcli.checks import taylor
 from gradcli.checks.judging import judge, typical_by_input
-from gradcli.checks.findings import count_text, largest_elsewhere, max_errors, worst_entries
+from gradcli.checks.findings import count_text, largest_elsewhere, largest_wrong, max_errors, worst_entries
 from gradcli.checks.context import (
     DIRECTIONS, CheckContext, Outcome, Verdict, array_dtype, at_text, badness, index_text, mismatch, summarize)
 from gradcli.core.constants import CHECK_ESTIMATE_SAFETY
@@ -127,13 +127,14 @@ def _disagreement(ctx, what, ref_text, got, ref, err, zero_scale, k_label="rando
     if not bad.any():
         return None, bool(und.any())
     score = badness(diff, tol, bad)
-    picks = [np.unravel_index(i, bad.shape) for i in worst_entries(score, ctx.input_of(np.arange(ctx.n))[None])]
+    with np.errstate(all="ignore"):
+        rel = np.where(ref != 0, diff / np.abs(ref), np.where(diff == 0, 0.0, np.inf))
+    picks = [np.unravel_index(i, bad.shape) for i in worst_entries(score, ctx.input_of(np.arange(ctx.n))[None],
+                                                                   also=largest_wrong(rel, bad & live))]
     # each row is an element along one of the directions: the direction goes with it
     found = [dataclasses.replace(mismatch(ctx, int(k), ref[j, k], got[j, k]), direction=int(j)) for j, k in picks]
     m = found[0]
     j = int(picks[0][0])
-    with np.errstate(all="ignore"):
-        rel = np.where(ref != 0, diff / np.abs(ref), np.where(diff == 0, 0.0, np.inf))
     which = ctx.input_of(np.arange(ctx.n))
     counted = count_text(ctx, bad, live, which, what=f"{bad.shape[0]} {k_label}s × {bad.shape[1]} input elements")
     message = (f"second order: {what} disagrees with {ref_text} at {at_text(m.input, m.index)} ({k_label} {j}): "

@@ -7,6 +7,7 @@ import re
 
 from gradcli.render.screen import Group, Table, Text
 from gradcli.checks.result import CheckReport, CheckResult
+from gradcli.render.kernel import kernel_table
 from gradcli.render.table import fmt_error, fmt_number
 
 STATUS_STYLE = {"pass": "bold green", "fail": "bold red", "error": "bold red", "inconclusive": "bold magenta",
@@ -132,13 +133,16 @@ def render_details(r: CheckResult) -> Group:
     parts.append(head)
     if r.mismatches:
         head_row, rows = _mismatch_rows(r)
-        table = Table(title_justify="left", heading_columns=2,  # as blocks, each headed by input and index
-                      title=_shown_title(r))
+        if _shown_title(r):  # prose: a pipe keeps it on one line, as it does the message
+            parts.append(Text(_shown_title(r), style="italic"))
+        table = Table(heading_columns=2)  # as blocks, each headed by input and index
         for col in head_row:
             table.add_column(col, justify="left" if col in ("input", "index", "output", "direction") else "right")
         for row in rows:
             table.add_row(*row[:-3], Text(row[-3], style="red"), *row[-2:])
         parts.append(table)
+    if r.kernel:
+        parts.append(kernel_table(r))
     methods = _methods_text(r)
     if methods:
         parts.append(methods)
@@ -158,9 +162,21 @@ def render_details(r: CheckResult) -> Group:
     return Group(*parts)
 
 
-def _mismatch_rows(r: CheckResult):
-    """The worst elements as text: (header, rows), the output and direction columns where they apply."""
+def _shown(r: CheckResult) -> tuple:
+    """The entries the details show: the ``MAX_SHOWN`` furthest past their tolerance (the runner keeps
+    them worst first), and the one with the largest relative error (the summary's) where it is another;
+    -> (entries, whether that one was added)."""
     shown = r.mismatches[:MAX_SHOWN]
+    rels = [m for m in r.mismatches if not (isinstance(m.rel_error, float) and math.isnan(m.rel_error))]
+    largest = max(rels, key=lambda m: m.rel_error, default=None)
+    if largest is None or largest in shown or not largest.rel_error > max(m.rel_error for m in shown):
+        return shown, False
+    return shown + [largest], True
+
+
+def _mismatch_rows(r: CheckResult):
+    """The entries shown as text: (header, rows), the output and direction columns where they apply."""
+    shown, _ = _shown(r)
     jac = any(m.output_index is not None for m in shown)
     along = any(getattr(m, "direction", None) is not None for m in shown)
     head = (["input", "index"] + (["output"] if jac else []) + (["direction"] if along else [])
@@ -172,10 +188,15 @@ def _mismatch_rows(r: CheckResult):
 
 
 def _shown_title(r: CheckResult):
-    """Above the worst elements, when they are not all shown: how many of those kept."""
-    if len(r.mismatches) <= MAX_SHOWN:
+    """Above the entries, when they are not all that are wrong: which they are, of how many."""
+    shown, added = _shown(r)
+    count = _COUNT.search(r.message)
+    wrong = int(count[1]) if count else len(r.mismatches)
+    first = min(len(r.mismatches), MAX_SHOWN)
+    if wrong <= first and not added:
         return None
-    return f"the worst {MAX_SHOWN} of the {len(r.mismatches)} elements kept"
+    text = f"the {first} entries furthest past their tolerance, of {wrong} wrong"
+    return text + (", and the one with the largest relative error" if added else "")
 
 
 def precision_line(r: CheckResult) -> str:
@@ -282,8 +303,9 @@ def headline(r: CheckResult) -> str:
 
 def result_text(r: CheckResult) -> str:
     """A check's details as plain text, as the table shows them (:func:`render_details`) under a
-    :func:`headline`: the status, name and place, the message, the worst elements, the methods that disagree, the Taylor tests, the
-    notes and the user's traceback. JUnit, the pytest plugin and ``assert_gradients`` all show this."""
+    :func:`headline`: the status, name and place, the message, the worst elements, the methods that
+    disagree, the Taylor tests, the notes and the user's traceback. JUnit, the pytest plugin and
+    ``assert_gradients`` all show this."""
     lines = [headline(r), f"{STATUS_LABEL.get(r.status, r.status)} {r.name} ({where(r)}, {r.kind}"
                           f"{', ' + r.mode if r.mode else ''})"]
     if r.message:

@@ -2,6 +2,7 @@
 that do not fit dropped (the failures' details keep them), and the error that made a check fail."""
 import io
 
+import numpy as np
 import pytest
 
 from gradcli.checks.result import CheckReport, CheckResult, Mismatch
@@ -68,3 +69,45 @@ def test_columns_drop_in_order_before_anything_is_cut():
     narrower = _render(report, cell_len(full) - 3).splitlines()[1]
     assert "max abs err" in full and "max abs err" not in narrower and "reference" in narrower
     assert "…" not in _render(report, cell_len(full) - 3)
+
+
+def _graded(e, a):
+    """f = sum(a x^2) / 2 at x = 1, whose gradient a x is given with relative errors ``e``."""
+    from gradcli.checks.registry import build_spec
+    from gradcli.checks.runner import run_check
+
+    spec = build_spec(lambda x: 0.5 * np.sum(a * x ** 2), grad=lambda x: a * x * (1 + e), x=np.ones(a.size))
+    return run_check(spec, {})
+
+
+def test_the_details_show_the_largest_relative_error_and_say_of_how_many():
+    """12 wrong entries: 11 of size 1 off by 20-70 %, one of size 1e-3 off by 5000 % (the largest relative
+    error, the least far past a tolerance scaled by the typical entry): the details show the 5 furthest
+    past their tolerance, and that one too, under a title that says so."""
+    from gradcli.render.check import headline, result_text
+
+    a, e = np.ones(20), np.zeros(20)
+    e[:11] = np.linspace(0.2, 0.7, 11)
+    a[15], e[15] = 1e-3, 50.0
+    r = _graded(e, a)
+    assert r.status == "fail" and r.max_rel_error == pytest.approx(50.0)
+    assert headline(r) == "x: 12 of 20 entries wrong, max rel err 5.0e+01"
+    lines = result_text(r).splitlines()
+    title = "the 5 entries furthest past their tolerance, of 12 wrong, and the one with the largest relative error"
+    assert title in lines
+    rows = [line.split() for line in lines[lines.index(title) + 2:] if line.startswith("  x")]
+    assert [row[1] for row in rows] == ["[10]", "[9]", "[8]", "[7]", "[6]", "[15]"]
+    assert rows[-1][-1] == "5.0e+01"
+    # the terminal report shows the same entries
+    out = _render(CheckReport(checks=[r]), 200)
+    assert title in out and "[15]" in out
+
+
+def test_no_title_when_every_wrong_entry_is_shown():
+    from gradcli.render.check import result_text
+
+    e = np.zeros(6)
+    e[:3] = [0.5, 0.3, 0.2]
+    r = _graded(e, np.ones(6))
+    assert r.status == "fail" and len(r.mismatches) == 3
+    assert "furthest past" not in result_text(r)
