@@ -1,7 +1,7 @@
 """The Triton example kernels (examples/triton/), run on the CPU by Triton's interpreter, checked the
-way a low-precision kernel is judged: for the output and every input's gradient, the kernel's error
-against the float64 truth (the reference run in float64) is at most twice the error of the same
-reference run in the kernel's dtype, plus the dtype's subnormal spacing. Every correct kernel meets
+way a low-precision kernel is judged (kernel_criterion.py): for the output and every input's gradient,
+the kernel's error against the float64 truth (the reference run in float64) is at most twice the
+error of the same reference run in the kernel's dtype, plus the dtype's subnormal spacing. Every correct kernel meets
 that in float16 and bfloat16 at each size; every buggy twin misses it for the output or a gradient.
 
 bfloat16 runs go through the kernels' float32 path and are rounded by torch (examples/triton/
@@ -17,7 +17,10 @@ torch = pytest.importorskip("torch")
 if importlib.util.find_spec("triton") is None:  # not imported here: kernel_io must set the interpreter first
     pytest.skip("needs triton", allow_module_level=True)
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "examples", "triton"))
+HERE = os.path.dirname(__file__)
+sys.path[:0] = [HERE, os.path.join(HERE, os.pardir, os.pardir, "examples", "triton")]
+
+from kernel_criterion import judge  # noqa: E402
 
 import kernel_io  # noqa: E402 - before triton: it switches the interpreter on without a GPU
 import attention  # noqa: E402
@@ -28,19 +31,15 @@ import triton  # noqa: E402
 tl = triton.language
 DEVICE = "cpu" if kernel_io.INTERPRETED else "cuda"
 
-FACTOR = 2.0
 DTYPES = [torch.float16, torch.bfloat16]
 
 
 def _outputs(fn, inputs, cotangent):
-    """fn's output and the gradients of <output, cotangent> with respect to each input."""
+    """fn's output and the gradients of <output, cotangent> with respect to each input, as float64 numpy."""
     leaves = [t.detach().clone().requires_grad_() for t in inputs]
     out = fn(*leaves)
-    return [out.detach(), *torch.autograd.grad(out, leaves, cotangent.to(out.dtype))]
-
-
-def _max_error(got, truth):
-    return (got.double() - truth).abs().max().item()
+    results = [out.detach(), *torch.autograd.grad(out, leaves, cotangent.to(out.dtype))]
+    return [r.double().cpu().numpy() for r in results]
 
 
 def verdict(kernel, reference, shapes, dtype, seed=0):
@@ -51,12 +50,7 @@ def verdict(kernel, reference, shapes, dtype, seed=0):
     truth = _outputs(reference, [t.double() for t in inputs], cotangent.double())
     same = _outputs(reference, inputs, cotangent)
     got = _outputs(kernel, inputs, cotangent)
-    floor = torch.finfo(dtype).tiny * torch.finfo(dtype).eps  # the subnormal spacing
-    rows = []
-    for g, s, t in zip(got, same, truth):
-        ref_err = _max_error(s, t)
-        rows.append((_max_error(g, t), ref_err, FACTOR * ref_err + floor))
-    return all(k <= bound for k, _, bound in rows), rows
+    return judge(got, same, truth, torch.finfo(dtype).tiny * torch.finfo(dtype).eps)
 
 
 SOFTMAX = [(64,), (100,), (512,)]
