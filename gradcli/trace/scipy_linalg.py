@@ -1,11 +1,12 @@
-"""scipy.linalg's general-matrix functions (solve, inv, det, pinv, eigvals) as numpy's traced calls on
-the matrix scipy reads: :mod:`gradcli.trace.special` keeps scipy's value and takes the derivative from
+"""scipy.linalg's general-matrix functions (solve, inv, det, pinv, eigvals, svd) as numpy's traced calls
+on the matrix scipy reads: :mod:`gradcli.trace.special` keeps scipy's value and takes the derivative from
 them (numpy.linalg's rules, :mod:`gradcli.trace.linalg`)."""
 from __future__ import annotations
 
 import numpy as np
 
 from gradcli.trace.array import NotTraceable, value_of
+from gradcli.trace.linear import with_value
 
 
 def square(a):
@@ -59,6 +60,32 @@ def _eigvals(a, b=None, overwrite_a=False, check_finite=True, homogeneous_eigval
         raise NotTraceable("b= or homogeneous_eigvals=")
     square(a)
     return np.linalg.eigvals(a)
+
+
+def _svd(original):
+    """scipy.linalg.svd as numpy's traced svd, each singular pair turned by the constant phase (a sign,
+    for a real matrix) that takes numpy's vectors to scipy's: another LAPACK call may choose others."""
+    def rule(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=True,
+             lapack_driver="gesdd"):
+        value = original(value_of(a), full_matrices, compute_uv, check_finite=check_finite,
+                         lapack_driver=lapack_driver)
+        res = np.linalg.svd(a, full_matrices, compute_uv)
+        if not compute_uv:
+            return with_value(res, value)
+        (u, s, vt), (us, ss, vts) = res, value
+        k = s.shape[-1]
+        phase = np.sum(np.conjugate(value_of(u)[..., :k]) * us[..., :k], axis=-2)
+        if not np.allclose(np.abs(phase), 1, rtol=0, atol=1e-6):
+            raise NotTraceable("scipy's singular vectors are not numpy's up to a phase")
+        return (with_value(u * phase[..., None, :], us), with_value(s, ss),
+                with_value(np.conjugate(phase)[..., :, None] * vt, vts))
+
+    return rule
+
+
+def direct_rules() -> dict:
+    """scipy.linalg attribute -> rule factory of the original."""
+    return {"svd": _svd}
 
 
 def general_rules() -> dict:

@@ -24,7 +24,7 @@ from gradcli.trace.array import NotTraceable, Traced, record, value_of
 from gradcli.trace.integrate import odeint_rule
 from gradcli.trace.contract import near
 from gradcli.trace.linear import for_parent, with_value
-from gradcli.trace.scipy_linalg import general_rules, square
+from gradcli.trace.scipy_linalg import direct_rules, general_rules, square
 
 _LOG_2 = math.log(2)
 
@@ -363,6 +363,6 @@ def direct():
     import scipy.linalg as sl
     import scipy.signal as ss
     return [(sl, "scipy.linalg", {"sqrtm": _sqrtm, "expm": _expm, "lu": _lu,
-                                     "solve_sylvester": _solve_sylvester}),
+                                     "solve_sylvester": _solve_sylvester, **direct_rules()}),
             (ss, "scipy.signal", {"convolve": _signal_convolve}),
             (si, "scipy.integrate", {"odeint": odeint_rule})]

@@ -314,3 +314,17 @@ def test_scipy_linalg_through_a_check_and_refusals():
     assert not t.ok and "atol=" in t.problems[0]
     t = trace(lambda a: sl.solve(a, B2, assume_a="banded"), {"a": G}, ["a"])
     assert not t.ok and "assume_a='banded'" in t.problems[0]
+
+
+def _sl_svd_invariants(a):
+    u, s, vt = sl.svd(a, full_matrices=False)
+    return np.concatenate([np.ravel((u * s) @ vt), np.ravel(np.abs(u) ** 2), np.ravel(u @ vt),
+                           sl.svd(a, compute_uv=False)])
+
+
+@pytest.mark.parametrize("a", [_c(3, 3), _c(4, 3), rng.normal(size=(3, 4))], ids=["complex", "tall", "real-wide"])
+def test_scipy_linalg_svd(a):
+    t = trace(lambda a: sl.svd(a, full_matrices=False), {"a": a}, ["a"], output=0)
+    np.testing.assert_array_equal(t.value, sl.svd(a, full_matrices=False)[0])  # scipy's own vectors
+    check_complex(_sl_svd_invariants, {"a": a}, ["a"])
+    check_transpose_re(_sl_svd_invariants, {"a": a}, ["a"])
