@@ -17,6 +17,8 @@ from gradcli.checks.context import Verdict
 from gradcli.checks import jax_target, torch_target
 
 FRAMEWORKS = ("numpy", "torch", "jax")
+COMPLEX_OUTPUT_NOTE = ("the output is complex: checked as real and imaginary parts (index [..., 0] and [..., 1]), "
+                       "the cotangent of a complex output being g_re + i g_im (PyTorch's convention)")
 #: dtypes a framework check may run in; numpy checks take float64 and float32 only
 DTYPES = ("float64", "float32", "float16", "bfloat16")
 TARGETS = {"torch": torch_target, "jax": jax_target}
@@ -81,11 +83,31 @@ def functions(spec, opts: dict, inputs: dict):
         return Verdict("skipped", f"order=2 is not checked for complex inputs ({', '.join(complex_inputs)}); "
                                   "order=1 is")
     built = target.functions(spec, opts, inputs)
-    if complex_inputs and not isinstance(built, Verdict):
+    if isinstance(built, Verdict):
+        return built
+    if complex_inputs:
         # checked as real and imaginary parts, as numpy checks are (gradcli.checks.complex_inputs)
         built = framework_pairs(built, complex_inputs)
         built[1].framework_notes = (COMPLEX_NOTE.format(names=", ".join(complex_inputs)),)
+    elif _complex_output(built):
+        if int(opts.get("order", 1)) == 2:
+            return Verdict("skipped", "order=2 is not checked for a complex output; order=1 is")
+        # a complex output of real inputs: its real and imaginary parts are two real outputs, and the
+        # framework's vjp of the cotangent g_re + i g_im is the sum of their vjps (as gradcheck splits it)
+        built = framework_pairs(built, [])
+        built[1].framework_notes = (COMPLEX_OUTPUT_NOTE,)
     return built
+
+
+def _complex_output(built) -> bool:
+    """Whether the target's output (run once in float64 at the inputs) is complex; a target that raises
+    here raises again where the pipeline calls it, and says so there."""
+    fn, _, _, inputs = built
+    try:
+        out = fn(**inputs)
+    except Exception:  # noqa: BLE001 - reported by the pipeline's own call
+        return False
+    return any(np.iscomplexobj(o) for o in (out if isinstance(out, (tuple, list)) else (out,)))
 
 
 def check_dtype(dtype) -> str | None:
