@@ -11,7 +11,9 @@ and on, at gradcheck's defaults (eps=1e-6, atol=1e-5, rtol=1e-3). The column "bu
 a bug shows in: a float32 cancellation bug is right in float64, a 1e-5 error is under float32's
 rounding; in the other dtype's columns the bug is not scored. A FAIL on a bug is a catch, a FAIL on a
 correct rule a false alarm. The totals give both per column, and the time ratios gradcli/gradcheck.
-Then an nn.Module of about 1e6 parameters (Linear(1000, 1000), tanh) checked by gradcli in
+Then the speed case: a causal-attention Function on q, k, v of shape (1, 2, 5, 4) (120 input elements,
+benchmarks/causal_attention.py), gradcli's check against gradcheck's, the best of three runs each, and
+their ratio. Then an nn.Module of about 1e6 parameters (Linear(1000, 1000), tanh) checked by gradcli in
 mode="fast" and by gradcheck with fast_mode=True on a functional wrapper, both in float64. Last, where
 JAX is installed, the JAX corpus (tests/checks/jax_corpus.py): gradcli in float64 and float32 against
 check_grads(order=1, modes=["rev"]) in float64 (x64 on), scored the same way. Before JAX, order 2
@@ -28,6 +30,7 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "checks"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 from torch_corpus import (  # noqa: E402
     CASES, Cube, CubeDetachedGradOut, CubeDetachedX, CubeWGradNoGrad, SinMul, SinMulJvpDropsW, SinMulJvpSign, gradcheck)
@@ -106,6 +109,35 @@ def big_module_row(width: int) -> None:
     print(f"  time ratio gradcli/gradcheck {ours / theirs:.1f}")
 
 
+def best_of(k: int, run) -> tuple:
+    """-> (run()'s last result, the fewest seconds of ``k`` runs): the others' load on a shared machine
+    only ever adds time."""
+    times, out = [], None
+    for _ in range(k):
+        t0 = time.perf_counter()
+        out = run()
+        times.append(time.perf_counter() - t0)
+    return out, min(times)
+
+
+def attention_row(reps: int = 3) -> None:
+    from causal_attention import SHAPE, CausalAttention
+
+    S = SHAPE
+    g = torch.Generator().manual_seed(0)
+    xs = tuple(torch.rand(S, dtype=torch.float64, generator=g, requires_grad=True) for _ in range(3))
+    ours, ours_s = best_of(reps, lambda: run_check(build_spec(CausalAttention.apply, q=S, k=S, v=S), {}).status)
+    theirs, theirs_s = best_of(reps, lambda: torch.autograd.gradcheck(CausalAttention.apply, xs,
+                                                                      raise_exception=False))
+    fast, fast_s = best_of(reps, lambda: torch.autograd.gradcheck(CausalAttention.apply, xs, fast_mode=True,
+                                                                  raise_exception=False))
+    print(f"\ncausal attention Function, q, k, v {S} (120 input elements), float64, best of {reps}:")
+    print(f"  gradcli check              {ours:5} {ours_s:8.2f} s")
+    print(f"  gradcheck                  {'pass' if theirs else 'FAIL':5} {theirs_s:8.2f} s")
+    print(f"  gradcheck fast_mode=True   {'pass' if fast else 'FAIL':5} {fast_s:8.2f} s")
+    print(f"  time ratio gradcli/gradcheck {ours_s / theirs_s:.1f}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="the correct rules and one bug of each; a 300-wide module")
@@ -113,6 +145,7 @@ def main(argv=None):
     ap.add_argument("--width", type=int, help="width of the big module's Linear (default 1000, 300 with --quick)")
     ap.add_argument("--no-big", action="store_true", help="leave out the big module")
     ap.add_argument("--no-jax", action="store_true", help="leave out the JAX corpus")
+    ap.add_argument("--no-attention", action="store_true", help="leave out the causal-attention speed case")
     ap.add_argument("--no-order2", action="store_true", help="leave out order 2 and forward mode")
     args = ap.parse_args(argv)
     cases = [c for c in CASES if args.k is None or args.k in c.name]
@@ -140,6 +173,8 @@ def main(argv=None):
     for ours, theirs in (("gradcli f64", "gradcheck f64"), ("gradcli f64", "gc f64 fast"),
                          ("gradcli f32", "gradcheck f32"), ("gradcli f32", "gc f32 fast")):
         print(f"  {ours} / {theirs:14} {totals[ours]['s'] / totals[theirs]['s']:8.1f}")
+    if not args.no_attention:
+        attention_row()
     if not args.no_big:
         big_module_row(args.width or (300 if args.quick else 1000))
     if not args.no_order2:

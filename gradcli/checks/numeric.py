@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gradcli.core.constants import CHECK_RIDDERS_ROWS, COMPLEX_H
-from gradcli.methods.tableau import ridders
+from gradcli.methods.tableau import TABLEAU_BLOCK, ridders
 
 EPS = np.finfo(np.float64).eps
 H_DEFAULT = 2.0 ** -10
@@ -59,6 +59,33 @@ class Function:
         self.call, self.base, self.wrt = call, base, list(wrt)
         self.calls = 0
         self.scales = {k: element_scale(base[k]) for k in self.wrt}
+        # f at many points in one evaluation (a framework's vmap), where the call offers it: None -> the loop
+        self.batch = getattr(call, "batch", None)
+        self.trusted = False  # whether the batch has shown that it gives what single calls give
+
+    def at_many(self, moved: list, f0: np.ndarray) -> list:
+        """``at`` of each of ``moved``, in one batched evaluation where the call offers one. The batch is
+        trusted once its first evaluation gives the point itself and the first moved point as single calls
+        do, to f's rounding (vectorised kernels over a batch may round the last bit otherwise, which the
+        error estimates allow for as they allow for f's own rounding); else, or where it cannot run
+        (data-dependent branches, randomness), every point is called on its own from then on."""
+        if self.batch is None or len(moved) < 2:
+            return [self.at(m) for m in moved]
+        first = None if self.trusted else self.at(moved[0])
+        try:
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                outs = self.batch([{**self.base, **m} for m in ([] if self.trusted else [{}]) + moved])
+        except Exception:  # noqa: BLE001 - the batch only saves time: single calls decide
+            outs = None
+        if outs is not None and not self.trusted:
+            self.trusted = _same(outs[0], f0) and first is not None and _same(outs[1], first)
+            outs = outs[1:]
+        if outs is None or not self.trusted:
+            self.batch = None
+            return ([] if first is None else [first]) + [self.at(m) for m in moved[0 if first is None else 1:]]
+        self.calls += len(moved)
+        return [np.asarray(o, dtype=np.float64).ravel() for o in outs]
 
     def at(self, moved: dict) -> np.ndarray:
         self.calls += 1
@@ -85,6 +112,20 @@ class Function:
             return None
 
 
+BATCH_ULPS = 64  # how far, in eps of the largest |f|, a batched evaluation may be from a single call's
+
+
+def _same(out, ref) -> bool:
+    """``out`` is ``ref`` to rounding: the same non-finite entries, the rest within BATCH_ULPS eps of the
+    largest |ref| (a forward that computes something else under the batch differs by far more)."""
+    out = np.asarray(out, dtype=np.float64).ravel()
+    live = np.isfinite(ref)
+    if out.shape != ref.shape or not np.array_equal(out[~live], ref[~live], equal_nan=True):
+        return False
+    scale = np.max(np.abs(ref[live]), initial=0.0)
+    return bool(np.all(np.abs(out[live] - ref[live]) <= BATCH_ULPS * EPS * scale))
+
+
 def element_scale(x: np.ndarray) -> np.ndarray:
     """Per element, the length over which steps are measured: max(|x_i|, rms(x)), or 1 for all-zero x."""
     x = np.asarray(x, dtype=np.float64)
@@ -102,11 +143,13 @@ class _Line:
     def __call__(self, t):
         if t not in self.cache:
             moved, actual = self.move(t)
-            out = self.fn.at(moved)
-            if out is None or out.shape != self.f0.shape:
-                out = np.full(self.f0.shape, np.nan)
-            self.cache[t] = (out, actual)
+            self.keep(t, self.fn.at(moved), actual)
         return self.cache[t]
+
+    def keep(self, t, out, actual):
+        if out is None or out.shape != self.f0.shape:
+            out = np.full(self.f0.shape, np.nan)
+        self.cache[t] = (out, actual)
 
     # f may be infinite or NaN at a step (a pole, a domain edge, overflow): the quotient is then inf or
     # NaN, which every estimate reads as "no estimate", so numpy's warnings about it say nothing
@@ -122,7 +165,26 @@ class _Line:
             return (fp - 2 * self.f0 + fm) / ((tp - tm) / 2)
 
 
+def prefetch(fn: Function, wanted: list) -> None:
+    """Evaluates the steps ``(line, t)`` not yet cached, in one batch where ``fn`` offers batches: the
+    lines then read them as if they had called f themselves (the same steps, in the same order)."""
+    if fn.batch is None:
+        return
+    todo = [(line, t) for line, t in dict.fromkeys(wanted) if t not in line.cache]
+    if not todo:
+        return
+    moves = [line.move(t) for line, t in todo]
+    outs = fn.at_many([m for m, _ in moves], todo[0][0].f0)
+    for (line, t), (_, actual), out in zip(todo, moves, outs):
+        line.keep(t, out, actual)
+
+
+#: the first pass's steps, relative to H, in the order its differences ask for them
+FIRST_STEPS = (1.0, -1.0, 2.0, -2.0, 4.0, -4.0)
+
+
 def first_pass(line: _Line, H: float) -> dict:
+    prefetch(line.fn, [(line, s * H) for s in FIRST_STEPS])
     D1, D2, D4 = line.central(H), line.central(2 * H), line.central(4 * H)
     F = np.fmax(np.abs(line.f0), np.fmax(np.abs(line(H)[0]), np.abs(line(-H)[0])))
     noise = 8 * EPS * F / H
@@ -155,6 +217,8 @@ def refine(line: _Line, H: float, first: dict, need: np.ndarray) -> Estimate:
     noise_h = first.get("floor", 0.0) * H  # a difference quotient's rounding noise, times its step
 
     def row(i):
+        if steps[i] not in line.cache:  # where f takes batches, this row and the next few in one
+            prefetch(line.fn, [(line, sign * t) for t in steps[i:i + TABLEAU_BLOCK] for sign in (1.0, -1.0)])
         # a step whose rounding noise alone exceeds what the first pass achieved cannot improve on it
         # (float32 inside f: at tiny steps f is flat and the quotients agree on a confident 0)
         with np.errstate(all="ignore"):
@@ -171,6 +235,16 @@ def refine(line: _Line, H: float, first: dict, need: np.ndarray) -> Estimate:
     value = np.where(better, best, value)
     error = np.where(better, np.fmax(err, first.get("floor", 0.0)), error)
     return Estimate(value, error, kink)
+
+
+def refine_steps(H: float, kink_candidate) -> list:
+    """The steps ``refine`` will most likely ask for beyond the first pass's: the tableau's rows to where
+    most entries stop, and the kink test's where a kink is suspected (fetched ahead in one batch; a row
+    fetched and not read changes nothing)."""
+    rows = [4 * H / 2.0 ** k for k in range(3, min(TABLEAU_BLOCK, CHECK_RIDDERS_ROWS))]
+    tau = H * KINK_SMALL
+    kinks = [tau, 2 * tau] if np.any(kink_candidate) else []
+    return [sign * t for t in rows + kinks for sign in (1.0, -1.0)]
 
 
 def add_rounding_floor(first: dict, terms: np.ndarray, H: float, sigma=0.0) -> None:
@@ -220,13 +294,9 @@ def jacobian_columns(fn: Function, f0: np.ndarray, elements: list, H: float, tar
     times max(|value|, the median |value| of that input): the tolerance the comparison will need."""
     m = f0.size
     n = len(elements)
-    lines, firsts = [], []
-    for name, i in elements:
-        move, s = element_move(fn, name, i)
-        line = _Line(fn, f0, move)
-        first = first_pass(line, H)
-        lines.append((line, s))
-        firsts.append(first)
+    lines = [(_Line(fn, f0, move), s) for move, s in (element_move(fn, name, i) for name, i in elements)]
+    prefetch(fn, [(line, s * H) for line, _ in lines for s in FIRST_STEPS])
+    firsts = [first_pass(line, H) for line, _ in lines]
     value = np.empty((m, n))
     error = np.empty((m, n))
     kink = np.zeros((m, n), dtype=bool)
@@ -237,9 +307,12 @@ def jacobian_columns(fn: Function, f0: np.ndarray, elements: list, H: float, tar
     for first in firsts:
         add_rounding_floor(first, terms, H, sigma)
     typical = _typical_by_input(raw / np.where(scales > 0, scales, 1.0), elements)
-    for c, ((line, s), first) in enumerate(zip(lines, firsts)):
-        need = ~np.isfinite(first["error"]) | first["kink_candidate"] | (
-            first["error"] > target_rel * np.fmax(np.abs(first["value"]), typical[:, c] * s))
+    needs = [~np.isfinite(first["error"]) | first["kink_candidate"] | (
+        first["error"] > target_rel * np.fmax(np.abs(first["value"]), typical[:, c] * s))
+        for c, ((line, s), first) in enumerate(zip(lines, firsts))]
+    prefetch(fn, [(line, t) for (line, _), first, need in zip(lines, firsts, needs) if need.any()
+                  for t in refine_steps(H, first["kink_candidate"] & need)])
+    for c, ((line, s), first, need) in enumerate(zip(lines, firsts, needs)):
         est = refine(line, H, first, need)
         value[:, c], error[:, c], kink[:, c] = est.value / s, est.error / s, est.kink
     cols = Columns(list(elements), value, error, kink)
@@ -284,8 +357,10 @@ def noise_level(fn: Function, f0: np.ndarray, rng: np.random.Generator) -> np.nd
     1e-6, so what is left there is rounding, such as float32 arithmetic inside a float64 function."""
     u = random_directions(fn, 1, rng)[0]
     rows = [f0]
+    moved = [{name: fn.base[name] + k * NOISE_STEP * u[name] for name in u} for k in range(1, NOISE_POINTS)]
+    outs = fn.at_many(moved, f0) if fn.batch is not None else None
     for k in range(1, NOISE_POINTS):
-        out = fn.at({name: fn.base[name] + k * NOISE_STEP * u[name] for name in u})
+        out = outs[k - 1] if outs is not None else fn.at(moved[k - 1])
         if out is None or out.shape != f0.shape or not np.all(np.isfinite(out)):
             return np.zeros(f0.shape)
         rows.append(out)

@@ -19,9 +19,10 @@ import numpy as np
 from gradcli.core.errors import BadInput
 from gradcli.checks.binding import bind, call_bound, selected, signature_parameters
 from gradcli.checks.torch_parts import (
-    LoadedModule, PrimalAD, StandInCtx, dtype_mismatch, dtypes_made, first_line, forward_rules_ad, function_jvp,
+    LoadedModule, PrimalAD, dtype_mismatch, dtypes_made, first_line, forward_rules_ad, function_jvp,
     gradient_of, like, overrides,
     raise_if_once_differentiable, reseed, rounded, same_again, tensor_of, to_numpy, watched)
+from gradcli.checks.torch_batch import forward_takes_ctx as _forward_takes_ctx, primal_of, with_batches
 from gradcli.checks.under_test import Finding, gradient_as_vjp
 from gradcli.checks.context import EPS, Verdict, coarsest
 
@@ -84,12 +85,6 @@ def _parameters(fn):
     if _is_module(fn):
         return signature_parameters(fn.forward)
     return signature_parameters(fn)
-
-
-def _forward_takes_ctx(cls) -> bool:
-    # with setup_context overridden, forward takes only the inputs (torch's newer style)
-    import torch
-    return getattr(cls.setup_context, "__func__", cls.setup_context) is torch.autograd.Function.setup_context
 
 
 def _module_parameters(module) -> list:
@@ -193,7 +188,7 @@ def functions(spec, opts: dict, inputs: dict):
     target = _Target(torch, spec, opts, inputs, device)
     if target.hand is not None:
         return target.fn, target.hand_vjp, target.ad_factory, target.inputs
-    return target.fn, target.vjp_under_test(), target.ad_factory, target.inputs
+    return with_batches(target), target.vjp_under_test(), target.ad_factory, target.inputs
 
 
 class _Target:
@@ -417,12 +412,8 @@ class _Target:
     def ad_factory(self, base, wrt):
         torch, cls, bound = self.torch, self.cls, self.bound
         if cls is not None:  # the forward without its backward
-            if _forward_takes_ctx(cls):
-                primal = lambda values: call_bound(lambda *a: cls.forward(StandInCtx(len(a)), *a), bound, values,
-                                                   keywords=False)
-            else:
-                primal = lambda values: call_bound(cls.forward, bound, values, keywords=False)
-            return PrimalAD(torch, primal, base, list(wrt), self.output, self.seed, "torch's AD of forward")
+            return PrimalAD(torch, primal_of(cls, bound), base, list(wrt), self.output, self.seed,
+                            "torch's AD of forward")
         if self.hand is not None and not self.module_names:  # torch's own gradient beside the hand-written one
             return PrimalAD(torch, lambda values: call_bound(self.spec.fn, bound, values), base, list(wrt),
                             self.output, self.seed, "torch's autograd")

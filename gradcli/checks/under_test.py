@@ -124,6 +124,18 @@ class SteadyOutput:
         at_point = np.asarray(at_point)
         self.shape, self.dtype = at_point.shape, at_point.dtype
         self.change: str | None = None
+        many = getattr(fn, "batch", None)
+        if many is not None and not with_grad:  # the numerics' batched calls (gradcli.checks.numeric)
+            self.batch = lambda points: self._batch(many, points)
+
+    def _batch(self, many, points: list):
+        """The selected output at many points from one batched evaluation (points on the leading axis), or
+        None where it does not keep the point's shape and dtype (the points are then called one by one)."""
+        out = many(points)
+        if isinstance(out, (tuple, list)):
+            out = out[0 if self.output is None else self.output]
+        out = np.asarray(out)
+        return out if out.shape == (len(points),) + self.shape and out.dtype == self.dtype else None
 
     def __call__(self, inputs: dict, complex_ok: bool = False):
         out = call_selected(self.fn, inputs, self.with_grad, self.output)
