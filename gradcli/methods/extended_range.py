@@ -49,8 +49,8 @@ class Watch:
 
     def see(self, *items) -> None:
         for a in items:
-            if a is None or isinstance(a, (str, int)):
-                continue
+            if a is None or isinstance(a, (str, int)) or (self.n is None and self.where[0]):
+                continue  # one flag, already raised: nothing more to learn from this sweep
             if hasattr(a, "tangent"):  # a dual number, nested or not
                 self.see(a.value, a.tangent)
                 continue
@@ -59,26 +59,36 @@ class Watch:
                 continue
             try:
                 m = np.abs(np.asarray(a))
+                if self.n is None or m.ndim == 0 or m.shape[-1] != self.n:
+                    self.where |= _out_of_range(m)
+                    continue
                 out = ((m > 0) & (m < _F64.tiny)) | (m > _F64.max)
             except (TypeError, ValueError):
                 continue
-            if self.n is None or out.ndim == 0 or out.shape[-1] != self.n:
-                self.where |= bool(out.any())
-            else:
-                self.where |= out.reshape(-1, self.n).any(axis=0)
+            self.where |= out.reshape(-1, self.n).any(axis=0)
+
+
+def _out_of_range(m) -> bool:
+    """Whether any of the magnitudes ``m`` is subnormal or beyond float64's largest number (in few
+    passes: the Hessian's sweeps see arrays of rows x variables at every step)."""
+    if m.size == 0:
+        return False
+    if m.max() > _F64.max:
+        return True
+    small = m < _F64.tiny
+    return bool(small.any() and (small & (m > 0)).any())
 
 
 class Watched(Ops):
-    """``ops`` whose every call ``watch`` sees, arguments and result: wrapped around each level of a
-    nested sweep (dual numbers over dual numbers or over a tape), it sees every value, partial and
-    product of partials that level computes."""
+    """``ops`` whose every result ``watch`` sees: wrapped around each level of a nested sweep (dual
+    numbers over dual numbers or over a tape), it sees every value, partial and product of partials
+    that level computes (the arguments are results of the level below, or the point's own)."""
 
     def __init__(self, ops: Ops, watch: Watch):
         self.ops = ops
         self.watch = watch
 
     def apply(self, name, *args):
-        self.watch.see(*args)
         out = self.ops.apply(name, *args)
         self.watch.see(out)
         return out
@@ -97,12 +107,14 @@ def repaired(J, J_wide, where):
     return np.where(where & (np.isfinite(rounded) | ~np.isfinite(J)), rounded, J)
 
 
-def at_point(jacobian, point: dict, J, watch: Watch):
+def at_point(jacobian, point: dict, J, watch: Watch, entries: bool = True):
     """``J = jacobian(point, watch)`` (an array; ``watch`` saw its sweep), recomputed by ``jacobian`` in the
     extended type where float64 may have lost range (an entry 0, subnormal or not finite, or an
-    intermediate out of range), and taken from there where the wider sweep shows that range was lost."""
+    intermediate out of range), and taken from there where the wider sweep shows that range was lost.
+    ``entries`` False: only where an intermediate was seen out of range (for an estimate run many times
+    over, where an entry 0, a Hessian's structural zero, must not cost a wider sweep each time)."""
     J = np.asarray(J)
-    candidates = suspect(np, J) | watch.lost
+    candidates = (suspect(np, J) if entries else np.zeros(J.shape, dtype=bool)) | watch.lost
     if EXTENDED is None or not candidates.any():
         return J
     wide = Watch()

@@ -341,10 +341,13 @@ def forward_over_forward(graph: Graph, point: dict, jiggle: np.ndarray | None = 
 
     def hessian(p, seen):
         SeenDual, inner = _seen_duals(seen)
-        return _nested(graph, p, jiggle, Dual, Watched(DualOps(inner=inner), seen), SeenDual)
+        # the outer level's values, partials and tangent products are all made by the inner ops
+        return _nested(graph, p, jiggle, Dual, DualOps(inner=inner), SeenDual)
 
     H = hessian(point, watch)
-    return extended_range.at_point(hessian, point, H, watch).astype(np.float64)
+    # the rounding estimates run this many times over (with ``jiggle``, and at points one ulp away):
+    # for them a zero entry alone, mostly a structural zero, is no reason for the wider sweep
+    return extended_range.at_point(hessian, point, H, watch, entries=jiggle is None).astype(np.float64)
 
 
 def _nested(graph, point, jiggle, D, ops, inner_dual=None) -> np.ndarray:
