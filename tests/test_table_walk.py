@@ -27,7 +27,7 @@ from gradcli.engines import cpu, numba_engine as numba_backend
 from gradcli.engines.program import compile_graph
 from gradcli.methods.sym_graph import heads, to_graph
 from gradcli.core.graph import evaluate
-from gradcli.methods import forward, reverse
+from gradcli.methods import extended_range, forward, hessian, reverse
 from gradcli.methods.forward import Dual, DualOps
 from gradcli.core.primitives import PRIMITIVES
 from gradcli.trace import kind_of, trace
@@ -312,30 +312,20 @@ def test_partials_at_extreme_arguments_compiled(name):
 
 
 #: Second partials at extreme arguments that no form of one entry gives, as the table stands (the
-#: first partials all hold). Two classes, each name with one case the open test below shows:
+#: first partials all hold), the open test below showing one case each:
 #: * "range": a chain product whose factor leaves float64's range although the product does not. div's
 #:   partial -(x/y)/y is 1e320 at y = 1e-160 before it meets a tangent of 1e-140 (atan2's x/h/h at
 #:   (1e-300, 1e-160)), pow's (y-1)*x**(y-2) is inf before it meets y = 1e-160. Only multiplying the
-#:   factors into the tangent in a safe order, or sweeps over a wider exponent range, reach these;
-#: * "cancellation": a second derivative of order x at tiny x whose form rounds 1 - x and 1 + x to 1
-#:   first (asin's (1-x)*(1+x), tanh's 4e/(1+e)**2), or one that is the difference of two terms 1e100
-#:   times larger (hypot's y/h where |x| << |y|).
+#:   factors into the tangent in a safe order, or sweeps over a wider exponent range (what the Hessian's
+#:   routes do: test_range_class_through_the_hessian_routes), reach these.
 OPEN_SECOND_PARTIALS = {
     ("atan2", (1e-300, 1e-160), 0): "range", ("pow", (1e-160, 1e-160), 0): "range",
-    ("acos", (1e-300,), 0): "cancellation", ("asin", (1e-160,), 0): "cancellation",
-    ("atanh", (-1e-300,), 0): "cancellation", ("tanh", (1e-160,), 0): "cancellation",
-    ("hypot", (1e100, 1e150), 1): "cancellation",
 }
 
 
 def open_second_partial(name, args, k):
     """Whether (name, args, k) is in one of the open classes above."""
-    tiny = [abs(a) < 1e-100 for a in args]
-    if name in ("acos", "asin", "atanh", "tanh"):
-        return tiny[0]
-    if name == "hypot":
-        return abs(args[1 - k]) * 1e40 < abs(args[k])
-    return name in ("atan2", "pow") and all(tiny)
+    return name in ("atan2", "pow") and all(abs(a) < 1e-100 for a in args)
 
 
 def nested_second_partial(name, args, k):
@@ -358,9 +348,37 @@ def test_second_partials_at_extreme_arguments(name):
                 assert_extreme(nested_second_partial(name, args, k), d2, f"{name}{args}: d2/da{k}2")
 
 
+#: Second derivatives that cancelled in the entries' forms (of order x at tiny x where (1-x)*(1+x) and
+#: 4e/(1+e)**2 differentiate into 1 - 1; hypot's y*y/h**3 as 1/h - x*x/h**3, terms 1e100 times larger),
+#: now blended with forms whose derivative is that product itself (primitives._blend).
+CANCELLING_SECOND_PARTIALS = [("acos", (1e-300,), 0), ("asin", (1e-160,), 0), ("asin", (-1e-300,), 0),
+                              ("atanh", (-1e-300,), 0), ("tanh", (1e-160,), 0), ("tanh", (-1e-300,), 0),
+                              ("hypot", (1e100, 1e150), 1), ("hypot", (-1e150, 1e100), 0)]
+
+
+@pytest.mark.parametrize("case", CANCELLING_SECOND_PARTIALS)
+def test_second_partials_that_cancelled_in_the_forms(case):
+    name, args, k = case
+    (want,) = [ds[k] for a, _, ds in extreme_references(name, order=2) if a == args]
+    assert_extreme(nested_second_partial(name, args, k), want, f"{name}{args}: d2/da{k}2")
+
+
 @pytest.mark.xfail(strict=True, reason="open: see OPEN_SECOND_PARTIALS")
 @pytest.mark.parametrize("case", sorted(OPEN_SECOND_PARTIALS))
 def test_open_second_partials_at_extreme_arguments(case):
     name, args, k = case
     (want,) = [ds[k] for a, _, ds in extreme_references(name, order=2) if a == args]
     assert_extreme(nested_second_partial(name, args, k), want, f"{name}{args}: d2/da{k}2")
+
+
+@pytest.mark.skipif(extended_range.EXTENDED is None, reason="this platform's long double is float64")
+@pytest.mark.parametrize("case", sorted(OPEN_SECOND_PARTIALS))
+def test_range_class_through_the_hessian_routes(case):
+    """The range class is reached by the Hessian's routes, which redo the sweep in the extended type."""
+    name, args, k = case
+    (want,) = [ds[k] for a, _, ds in extreme_references(name, order=2) if a == args]
+    graph = one_node_graph(name)
+    point = {f"a{j}": a for j, a in enumerate(args)}
+    for got in (hessian.forward_over_forward(graph, point), hessian.forward_over_reverse(graph, point).hessian,
+                hessian.reverse_over_forward(graph, point).hessian):
+        assert_extreme(float(got[k, k]), want, f"{name}{args}: d2/da{k}2")

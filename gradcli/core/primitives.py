@@ -269,11 +269,26 @@ _prim("cos", 1, lambda xp, x: xp.cos(x), lambda F, a, x: -F.sin(x), "cos", sampl
 _prim("tan", 1, lambda xp, x: xp.tan(x), lambda F, a, x: 1 + a * a, "tan", sample=((-1.3, 1.3),),
       ufunc=("tan",), switch=lambda xp, x: xp.cos(x), switch_kind="pole", cuda="tan({0})",
       numba=lambda a: math.tan(a))
-_prim("asin", 1, lambda xp, x: xp.arcsin(x), lambda F, a, x: 1 / F.sqrt((1 - x) * (1 + x)), "asin",
+def _blend(s, t):
+    """``s``, with its derivatives taken from ``t`` where |s| is near 1: s and t are one function in two
+    forms, s the one whose value keeps its digits, t the one whose derivative does where |s| -> 1
+    (1 - x*x at tiny x, where (1-x)*(1+x) differentiates into (1+x) - (1-x) = 1 - 1). s + s*s*(t - s) is
+    both; its derivative (1 - s*s)*s' + s*s*t' weighs each form's where that form is the accurate one,
+    and the value moves by s*s times t's rounding, which is within s's own."""
+    return s + s * s * (t - s)
+
+
+def _one_minus_square(F, x):
+    """1 - x*x for |x| <= 1: (1-x)*(1+x) keeps its digits near x = +-1, 1 - x*x keeps its derivative
+    -2x at tiny x (the second derivatives of asin, acos and atanh there are of order x)."""
+    return _blend((1 - x) * (1 + x), 1 - x * x)
+
+
+_prim("asin", 1, lambda xp, x: xp.arcsin(x), lambda F, a, x: 1 / F.sqrt(_one_minus_square(F, x)), "asin",
       domain=lambda xp, x: abs(x) <= 1, smooth=lambda xp, x: abs(x) < 1, sample=((-0.9, 0.9),),
       domain_text="-1 <= x <= 1", smooth_text="-1 < x < 1", ufunc=("arcsin",), cuda="asin({0})",
       numba=lambda a: math.asin(a) if abs(a) <= 1 else _NAN)
-_prim("acos", 1, lambda xp, x: xp.arccos(x), lambda F, a, x: -1 / F.sqrt((1 - x) * (1 + x)), "acos",
+_prim("acos", 1, lambda xp, x: xp.arccos(x), lambda F, a, x: -1 / F.sqrt(_one_minus_square(F, x)), "acos",
       domain=lambda xp, x: abs(x) <= 1, smooth=lambda xp, x: abs(x) < 1, sample=((-0.9, 0.9),),
       domain_text="-1 <= x <= 1", smooth_text="-1 < x < 1", ufunc=("arccos",), cuda="acos({0})",
       numba=lambda a: math.acos(a) if abs(a) <= 1 else _NAN)
@@ -307,8 +322,10 @@ def _tanh_partial(F, ans, x):
     # sech(x)**2 as 4e/(1 + e)**2 with e = exp(-2|x|): 1 - tanh**2 is 0 in float64 from |x| = 19 on,
     # and 1/cosh**2, though it keeps its digits, differentiates into inf/inf once cosh overflows at
     # |x| = 710 (the Hessian of tanh at 711 read nan); |x|'s kink at 0 is harmless, sech**2 being even
+    # blended with 1 - a*a (a = tanh(x)), whose derivative -2*a*a' keeps the second derivative's -2x at
+    # tiny x, where 4e/(1 + e)**2 differentiates into a difference of terms of 1
     e = F.exp(-2 * F.abs(x))
-    return 4 * e / ((1 + e) * (1 + e))
+    return _blend(4 * e / ((1 + e) * (1 + e)), 1 - ans * ans)
 
 
 _prim("tanh", 1, lambda xp, x: xp.tanh(x), _tanh_partial, "tanh",
@@ -320,7 +337,7 @@ _prim("acosh", 1, lambda xp, x: xp.arccosh(x), _acosh_partial, "acosh",
       domain=lambda xp, x: x >= 1, smooth=lambda xp, x: x > 1, sample=((1.1, 3.0),),
       domain_text="x >= 1", smooth_text="x > 1", ufunc=("arccosh",), cuda="acosh({0})",
       numba=lambda a: math.acosh(a) if a >= 1 else _NAN)
-_prim("atanh", 1, lambda xp, x: xp.arctanh(x), lambda F, a, x: 1 / ((1 - x) * (1 + x)), "atanh",
+_prim("atanh", 1, lambda xp, x: xp.arctanh(x), lambda F, a, x: 1 / _one_minus_square(F, x), "atanh",
       domain=lambda xp, x: abs(x) < 1, sample=((-0.9, 0.9),), domain_text="-1 < x < 1",
       ufunc=("arctanh",), cuda="atanh({0})",
       numba=lambda a: math.atanh(a) if abs(a) < 1 else (math.copysign(_INF, a) if abs(a) == 1 else _NAN))
@@ -385,7 +402,16 @@ _prim("max", 2, lambda xp, x, y: xp.maximum(x, y),
       ufunc=("maximum",), trace_ufuncs=("maximum", "fmax"), switch=lambda xp, x, y: x - y,
       switch_kind="kink", cuda="(({0} > {1} || isnan({0})) ? {0} : {1})",
       numba=lambda a, b: a if a != a else (b if b != b else (a if a >= b else b)), exact=True)
-_prim("hypot", 2, lambda xp, x, y: xp.hypot(x, y), (lambda F, a, x, y: x / a, lambda F, a, x, y: y / a),
+def _hypot_partial(F, h, x, y):
+    """dh/dx = x/h, blended with sign(x)*(1 - y*y/(h*(h + |x|))) (the same, as 1 - |x|/h written without
+    its cancellation): d(x/h)/dx = 1/h - x*x/h**3 is the difference of two terms 1e100 times its y*y/h**3
+    where |y| << |x|, the second form's derivative is that product itself."""
+    rest = (y / h) * (y / (h + F.abs(x)))  # each factor <= 1: y*y would overflow from 1.3e154 on
+    return _blend(x / h, F.sign(x) * (1 - rest))
+
+
+_prim("hypot", 2, lambda xp, x, y: xp.hypot(x, y),
+      (lambda F, a, x, y: _hypot_partial(F, a, x, y), lambda F, a, x, y: _hypot_partial(F, a, y, x)),
       lambda S, x, y: S.sqrt(x * x + y * y), kink=lambda xp, x, y: (x == 0) & (y == 0),
       holomorphic=False, sample=((-2.0, 2.0), (0.5, 2.0)), doc="sqrt(x**2 + y**2) without overflow",
       ufunc=("hypot",), switch=lambda xp, x, y: xp.where(abs(x) >= abs(y), x, y),  # the cone's tip
