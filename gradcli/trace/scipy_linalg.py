@@ -1,12 +1,18 @@
-"""scipy.linalg's general-matrix functions (solve, inv, det, pinv, eigvals, svd) as numpy's traced calls
-on the matrix scipy reads: :mod:`gradcli.trace.special` keeps scipy's value and takes the derivative from
-them (numpy.linalg's rules, :mod:`gradcli.trace.linalg`)."""
+"""scipy.linalg's factorizations and general-matrix functions.
+
+* compositions (:func:`general_rules`: solve, inv, det, pinv, eigvals, cholesky, cho_solve, lu_solve):
+  numpy's traced calls on the matrix scipy reads; :mod:`gradcli.trace.special` keeps scipy's value and
+  takes the derivative from them (numpy.linalg's rules, :mod:`gradcli.trace.linalg`);
+* rules of the original (:func:`direct_rules`): lu with its own jvp and vjp (refused at tied pivots,
+  where P jumps), and svd, cho_factor and lu_factor built on numpy's and lu's nodes.
+"""
 from __future__ import annotations
 
 import numpy as np
 
-from gradcli.trace.array import NotTraceable, value_of
-from gradcli.trace.linear import with_value
+from gradcli.trace.array import NotTraceable, Traced, record, value_of
+from gradcli.trace.contract import near
+from gradcli.trace.linear import for_parent, with_value
 
 
 def square(a):
@@ -83,11 +89,133 @@ def _svd(original):
     return rule
 
 
+def _lu_factors(av, m, n):
+    """P and the square completions of L (m x m, unit lower) and U (n x n, upper) of A = P L U."""
+    import scipy.linalg as sl
+    p, l, u = sl.lu(av)
+    k = min(m, n)
+    if np.any(np.abs(np.tril(l, -1)) >= 1 - 1e-8):  # partial pivoting's tie: the permutation jumps
+        raise NotTraceable("tied pivots")
+    diag = np.abs(np.diagonal(u, axis1=-2, axis2=-1))
+    if np.any(diag <= near(u) * np.max(np.abs(u), axis=(-2, -1))[..., None]):
+        raise NotTraceable("a singular (or nearly) matrix")
+    lt = np.broadcast_to(np.eye(m, dtype=l.dtype), l.shape[:-2] + (m, m)).copy()
+    lt[..., :, :k] = l
+    ut = np.broadcast_to(np.eye(n, dtype=u.dtype), u.shape[:-2] + (n, n)).copy()
+    ut[..., :k, :] = u
+    return p, lt, ut, k
+
+
+def _lu(original):
+    """scipy.linalg.lu, JAX's rule for A = P L U with L, U completed to squares: F = L^-1 P^T dA U^-1,
+    dL = L tril(F, -1), dU = triu(F) U; its adjoint P L^-H (tril(L^H gL, -1) + triu(gU U^H)) U^-H."""
+    def rule(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False):
+        av = np.asarray(value_of(a))
+        res = original(av, permute_l=permute_l, check_finite=check_finite, p_indices=p_indices)
+        if av.ndim < 2 or 0 in av.shape[-2:]:
+            raise NotTraceable("not a matrix")
+        m, n = av.shape[-2:]
+        p, lt, ut, k = _lu_factors(av, m, n)
+
+        def right_inverse(x, w):  # x w^-1
+            return np.swapaxes(np.linalg.solve(np.swapaxes(w, -1, -2), np.swapaxes(x, -1, -2)), -1, -2)
+
+        def f_of(t):
+            return right_inverse(np.linalg.solve(lt, np.swapaxes(p, -1, -2) @ t), ut)
+
+        lh, uh = np.conjugate(np.swapaxes(lt, -1, -2)), np.conjugate(np.swapaxes(ut, -1, -2))
+
+        def back(gl, gu):  # the cotangents of L (m x k) and U (k x n), zero beyond them
+            g = gl if gl is not None else gu
+            phi = np.zeros(np.broadcast_shapes(g.shape[:-2], av.shape[:-2]) + (m, n), np.result_type(lt, g))
+            if gl is not None:
+                phi[..., :, :k] += np.tril(lh @ gl, -1)
+            if gu is not None:
+                phi[..., :k, :] += np.triu(gu @ uh)
+            return [for_parent(p @ right_inverse(np.linalg.solve(lh, phi), uh), av.dtype)]
+
+        def dl(t):
+            return (lt @ np.tril(f_of(t), -1))[..., :, :k]
+
+        l_node = record(lt[..., :, :k], [a], lambda ts: dl(ts[0]), lambda g: back(np.asarray(g), None))
+        u_node = record(ut[..., :k, :], [a], lambda ts: (np.triu(f_of(ts[0])) @ ut)[..., :k, :],
+                        lambda g: back(None, np.asarray(g)))
+        if permute_l:
+            return with_value(p @ l_node, res[0]), u_node
+        return (res[0], l_node, u_node)
+
+    return rule
+
+
+def _cholesky(a, lower=False, overwrite_a=False, check_finite=True):
+    square(a)
+    # LAPACK reads one triangle: the matrix is that triangle's Hermitian completion
+    if lower:
+        sym = np.tril(a) + np.swapaxes(np.conjugate(np.tril(a, -1)), 0, 1)
+    else:
+        sym = np.triu(a) + np.swapaxes(np.conjugate(np.triu(a, 1)), 0, 1)
+    factor = np.linalg.cholesky(sym)
+    return factor if lower else np.swapaxes(np.conjugate(factor), 0, 1)
+
+
+def _cho_factor(original):
+    """(c, lower): the factor in its triangle, and in the other what scipy leaves there (a's entries)."""
+    def rule(a, lower=False, overwrite_a=False, check_finite=True):
+        square(a)
+        c, low = original(value_of(a), lower=lower, check_finite=check_finite)
+        rest = np.triu(a, 1) if low else np.tril(a, -1)
+        if not np.array_equal(value_of(rest), np.triu(c, 1) if low else np.tril(c, -1)):
+            rest = np.triu(c, 1) if low else np.tril(c, -1)  # not a's entries: scipy's, constant
+        return with_value(_cholesky(a, lower=low) + rest, c), low
+
+    return rule
+
+
+def _cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
+    c, lower = c_and_lower
+    square(c)
+    f = np.tril(c) if lower else np.conjugate(np.transpose(np.triu(c)))  # A = F F^H
+    return np.linalg.solve(np.conjugate(np.transpose(f)), np.linalg.solve(f, b))
+
+
+def _lu_factor(original):
+    """(lu, piv) of a square matrix: L's strict lower triangle and U in one matrix, from lu's nodes
+    (the same LAPACK factorization, so the same pivots)."""
+    import scipy.linalg as sl
+
+    def rule(a, overwrite_a=False, check_finite=True):
+        square(a)
+        lu, piv = original(value_of(a), check_finite=check_finite)
+        _, l, u = _lu(sl.lu)(a)
+        return with_value(np.tril(l, -1) + u, lu), piv
+
+    return rule
+
+
+def _lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
+    lu, piv = lu_and_piv
+    square(lu)
+    if isinstance(piv, Traced):
+        raise NotTraceable("traced piv: it is discrete")
+    n = np.shape(value_of(lu))[0]
+    perm = np.arange(n)
+    for i, p in enumerate(np.asarray(piv)):  # LAPACK's row interchanges, in order: A = P L U
+        perm[[i, p]] = perm[[p, i]]
+    low, up = np.tril(lu, -1) + np.eye(n), np.triu(lu)
+    mode = {0: "N", 1: "T", 2: "C"}.get(trans, trans)
+    if mode == "N":
+        return np.linalg.solve(up, np.linalg.solve(low, b[perm]))
+    flip = (lambda m: np.conjugate(np.transpose(m))) if mode == "C" else np.transpose
+    y = np.linalg.solve(flip(low), np.linalg.solve(flip(up), b))
+    return y[np.argsort(perm)]
+
+
 def direct_rules() -> dict:
     """scipy.linalg attribute -> rule factory of the original."""
-    return {"svd": _svd}
+    return {"svd": _svd, "lu": _lu, "cho_factor": _cho_factor, "lu_factor": _lu_factor}
 
 
 def general_rules() -> dict:
     """scipy.linalg attribute -> composition."""
-    return {"solve": _solve, "inv": _inv, "det": _det, "pinv": _pinv, "eigvals": _eigvals}
+    return {"solve": _solve, "inv": _inv, "det": _det, "pinv": _pinv, "eigvals": _eigvals, "cholesky": _cholesky,
+            "cho_solve": _cho_solve, "lu_solve": _lu_solve}

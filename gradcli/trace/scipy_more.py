@@ -1,6 +1,7 @@
 """Rules for scipy's other python-level functions: scipy.stats' t, beta, gamma, chi2, expon, laplace,
 logistic, poisson and dirichlet, scipy.special.multigammaln, scipy.linalg's solve_triangular,
-solve_banded, solve, inv, det, pinv, eigvals, cholesky, sqrtm, expm, solve_sylvester and lu, scipy.signal.convolve and
+solve_banded, sqrtm, expm and solve_sylvester (the factorizations and general-matrix functions are
+:mod:`gradcli.trace.scipy_linalg`'s), scipy.signal.convolve and
 scipy.integrate.odeint (its rule is :mod:`gradcli.trace.integrate`'s).
 :mod:`gradcli.trace.special` registers them with its own.
 
@@ -8,8 +9,7 @@ scipy.integrate.odeint (its rule is :mod:`gradcli.trace.integrate`'s).
   scipy's value and takes the derivative from them). A distribution's parameters are differentiated
   wherever the composition is; a shape parameter inside a cdf (an incomplete gamma or beta, stdtr) is
   refused by that ufunc's rule. Outside a support the value is a constant (-inf, 0 or 1): no derivative.
-* :func:`direct` gives rules with explicit jvp and vjp: lu (refused at tied pivots, where P jumps),
-  sqrtm and solve_sylvester (Sylvester equations
+* :func:`direct` gives rules with explicit jvp and vjp: sqrtm and solve_sylvester (Sylvester equations
   with the same coefficients, transposed for the vjp), expm (its Frechet derivative, whose adjoint is
   the Frechet derivative at the conjugate transpose) and signal.convolve (bilinear, as np.convolve).
 """
@@ -22,8 +22,7 @@ import numpy as np
 from gradcli.trace.along_axis import convolution
 from gradcli.trace.array import NotTraceable, Traced, record, value_of
 from gradcli.trace.integrate import odeint_rule
-from gradcli.trace.contract import near
-from gradcli.trace.linear import for_parent, with_value
+from gradcli.trace.linear import for_parent
 from gradcli.trace.scipy_linalg import direct_rules, general_rules, square
 
 _LOG_2 = math.log(2)
@@ -163,75 +162,6 @@ def _solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite
     return np.linalg.solve(tri, b)
 
 
-def _lu_factors(av, m, n):
-    """P and the square completions of L (m x m, unit lower) and U (n x n, upper) of A = P L U."""
-    import scipy.linalg as sl
-    p, l, u = sl.lu(av)
-    k = min(m, n)
-    if np.any(np.abs(np.tril(l, -1)) >= 1 - 1e-8):  # partial pivoting's tie: the permutation jumps
-        raise NotTraceable("tied pivots")
-    diag = np.abs(np.diagonal(u, axis1=-2, axis2=-1))
-    if np.any(diag <= near(u) * np.max(np.abs(u), axis=(-2, -1))[..., None]):
-        raise NotTraceable("a singular (or nearly) matrix")
-    lt = np.broadcast_to(np.eye(m, dtype=l.dtype), l.shape[:-2] + (m, m)).copy()
-    lt[..., :, :k] = l
-    ut = np.broadcast_to(np.eye(n, dtype=u.dtype), u.shape[:-2] + (n, n)).copy()
-    ut[..., :k, :] = u
-    return p, lt, ut, k
-
-
-def _lu(original):
-    """scipy.linalg.lu, JAX's rule for A = P L U with L, U completed to squares: F = L^-1 P^T dA U^-1,
-    dL = L tril(F, -1), dU = triu(F) U; its adjoint P L^-H (tril(L^H gL, -1) + triu(gU U^H)) U^-H."""
-    def rule(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False):
-        av = np.asarray(value_of(a))
-        res = original(av, permute_l=permute_l, check_finite=check_finite, p_indices=p_indices)
-        if av.ndim < 2 or 0 in av.shape[-2:]:
-            raise NotTraceable("not a matrix")
-        m, n = av.shape[-2:]
-        p, lt, ut, k = _lu_factors(av, m, n)
-
-        def right_inverse(x, w):  # x w^-1
-            return np.swapaxes(np.linalg.solve(np.swapaxes(w, -1, -2), np.swapaxes(x, -1, -2)), -1, -2)
-
-        def f_of(t):
-            return right_inverse(np.linalg.solve(lt, np.swapaxes(p, -1, -2) @ t), ut)
-
-        lh, uh = np.conjugate(np.swapaxes(lt, -1, -2)), np.conjugate(np.swapaxes(ut, -1, -2))
-
-        def back(gl, gu):  # the cotangents of L (m x k) and U (k x n), zero beyond them
-            g = gl if gl is not None else gu
-            phi = np.zeros(np.broadcast_shapes(g.shape[:-2], av.shape[:-2]) + (m, n), np.result_type(lt, g))
-            if gl is not None:
-                phi[..., :, :k] += np.tril(lh @ gl, -1)
-            if gu is not None:
-                phi[..., :k, :] += np.triu(gu @ uh)
-            return [for_parent(p @ right_inverse(np.linalg.solve(lh, phi), uh), av.dtype)]
-
-        def dl(t):
-            return (lt @ np.tril(f_of(t), -1))[..., :, :k]
-
-        l_node = record(lt[..., :, :k], [a], lambda ts: dl(ts[0]), lambda g: back(np.asarray(g), None))
-        u_node = record(ut[..., :k, :], [a], lambda ts: (np.triu(f_of(ts[0])) @ ut)[..., :k, :],
-                        lambda g: back(None, np.asarray(g)))
-        if permute_l:
-            return with_value(p @ l_node, res[0]), u_node
-        return (res[0], l_node, u_node)
-
-    return rule
-
-
-def _cholesky(a, lower=False, overwrite_a=False, check_finite=True):
-    square(a)
-    # LAPACK reads one triangle: the matrix is that triangle's Hermitian completion
-    if lower:
-        sym = np.tril(a) + np.swapaxes(np.conjugate(np.tril(a, -1)), 0, 1)
-    else:
-        sym = np.triu(a) + np.swapaxes(np.conjugate(np.triu(a, 1)), 0, 1)
-    factor = np.linalg.cholesky(sym)
-    return factor if lower else np.swapaxes(np.conjugate(factor), 0, 1)
-
-
 def _solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_finite=True):
     _plain("(l, u)", l_and_u)
     if np.ndim(value_of(ab)) != 2 or np.ndim(value_of(b)) > 2:
@@ -352,8 +282,8 @@ def composed(sc, st):
     groups.append((st.poisson, "scipy.stats.poisson", {k: _poisson(k, sc) for k in ("logpmf", "pmf", "cdf")}))
     groups.append((st.dirichlet, "scipy.stats.dirichlet", {k: _dirichlet(k, sc) for k in ("logpdf", "pdf")}))
     import scipy.linalg as sl
-    groups.append((sl, "scipy.linalg", {"solve_triangular": _solve_triangular, "cholesky": _cholesky,
-                                             "solve_banded": _solve_banded, **general_rules()}))
+    groups.append((sl, "scipy.linalg", {"solve_triangular": _solve_triangular, "solve_banded": _solve_banded,
+                                             **general_rules()}))
     return groups
 
 
@@ -362,7 +292,7 @@ def direct():
     import scipy.integrate as si
     import scipy.linalg as sl
     import scipy.signal as ss
-    return [(sl, "scipy.linalg", {"sqrtm": _sqrtm, "expm": _expm, "lu": _lu,
+    return [(sl, "scipy.linalg", {"sqrtm": _sqrtm, "expm": _expm,
                                      "solve_sylvester": _solve_sylvester, **direct_rules()}),
             (ss, "scipy.signal", {"convolve": _signal_convolve}),
             (si, "scipy.integrate", {"odeint": odeint_rule})]

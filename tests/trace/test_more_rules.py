@@ -328,3 +328,39 @@ def test_scipy_linalg_svd(a):
     np.testing.assert_array_equal(t.value, sl.svd(a, full_matrices=False)[0])  # scipy's own vectors
     check_complex(_sl_svd_invariants, {"a": a}, ["a"])
     check_transpose_re(_sl_svd_invariants, {"a": a}, ["a"])
+
+
+@pytest.mark.parametrize("lower", [False, True])
+def test_scipy_cho_factor_and_cho_solve(lower):
+    a = NOT_SYM if lower else NOT_SYM.T  # the triangle scipy reads is SPD's; the other is not its mirror
+    t = trace(lambda a: sl.cho_factor(a, lower=lower), {"a": a}, ["a"])
+    np.testing.assert_array_equal(t.value, sl.cho_factor(a, lower=lower)[0])
+    check_against_numerics(lambda a: sl.cho_factor(a, lower=lower)[0], {"a": a}, ["a"])
+    check_against_numerics(lambda a, b: sl.cho_solve(sl.cho_factor(a, lower=lower), b), {"a": a, "b": B2},
+                           ["a", "b"])
+    check_transpose(lambda a, b: sl.cho_solve(sl.cho_factor(a, lower=lower), b[:, 0]), {"a": a, "b": B2},
+                    ["a", "b"])
+
+
+@pytest.mark.parametrize("trans", [0, 1, 2])
+def test_scipy_lu_factor_and_lu_solve(trans):
+    a = _c(4, 4) if trans == 2 else rng.normal(size=(4, 4))
+    b = rng.normal(size=(4, 2))
+    t = trace(lambda a: sl.lu_factor(a), {"a": a}, ["a"])
+    np.testing.assert_array_equal(t.value, sl.lu_factor(a)[0])
+    fn = (check_complex if trans == 2 else check_against_numerics)
+    fn(lambda a: sl.lu_factor(a)[0], {"a": a}, ["a"])
+    fn(lambda a, b: sl.lu_solve(sl.lu_factor(a), b, trans=trans), {"a": a, "b": b}, ["a", "b"])
+    # closed form: x = A^-1 b (A^-T, A^-H b for trans 1, 2), dx = -A^-1 dA x
+    da = rng.normal(size=(4, 4))
+    op = [lambda m: m, np.transpose, lambda m: m.conj().T][trans]
+    x = np.linalg.solve(op(a), b)
+    got = trace(lambda a: sl.lu_solve(sl.lu_factor(a), b, trans=trans), {"a": a}, ["a"]).jvp({"a": da})
+    np.testing.assert_allclose(got, -np.linalg.solve(op(a), op(da) @ x), rtol=1e-10, atol=1e-12)
+
+
+def test_scipy_factorizations_through_a_check():
+    def f(a):
+        return np.sum(sl.lu_solve(sl.lu_factor(a), B2) ** 2) + np.sum(sl.cho_solve(sl.cho_factor(a @ a.T), B2))
+
+    checked_by_traced_ad(f, lambda a: fd_grad(f, a), a=G)
