@@ -82,6 +82,7 @@ def _spec(t):
     return pl.BlockSpec((ROWS, t.shape[1]), lambda i: (i, 0))
 
 
+@functools.partial(jax.jit, static_argnums=1)  # traced once per shape and dtype, not at every call
 def _forward(x, low_acc):
     """(y, the padded x, each row's float32 log-sum-exp)."""
     acc = x.dtype if low_acc else F32
@@ -94,6 +95,7 @@ def _forward(x, low_acc):
     return y[: x.size // x.shape[-1], : x.shape[-1]].reshape(x.shape), xp, lse
 
 
+@functools.partial(jax.jit, static_argnums=2)
 def _backward(saved, dy, low_acc):
     xp, lse = saved
     acc = xp.dtype if low_acc else F32
