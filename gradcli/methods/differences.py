@@ -294,10 +294,13 @@ def complex_step(xp, x, rows, rel, tiny, eps, probe=None):
     says = [(xp.abs(im) >= tiny / eps) & xp.isfinite(im) & ok for im, ok in zip(Im, admitted)]
     J = xp.where(says[0], Js[0], xp.where(says[1], Js[1], xp.where(says[2], Js[2], xp.nan)))
     # every admitted step is heard against the estimate, unless the estimate says its Im part would
-    # have underflowed: a 0 where f'*h should have been 1e-3 is evidence, a 0 where it is 1e-320 is not
+    # have underflowed: a 0 where f'*h should have been 1e-3 is evidence, a 0 where it is 1e-320 is not.
+    # A step whose own Im part is resolved is evidence whatever the estimate says: at x = 1e300 the
+    # relative step (1e280) spans many periods of tan, whose value there saturates at i, so the estimate
+    # reads 1e-280, and the absolute step's Im part of 3e-20 (f' = 3.02) must not go unheard
     spread = xp.zeros_like(J)
-    for Jk, step, ok in zip(Js, steps, admitted):
-        heard = xp.isfinite(J) & (xp.abs(J) * step >= tiny / eps) & ok
+    for Jk, step, ok, resolved in zip(Js, steps, admitted, says):
+        heard = xp.isfinite(J) & ((xp.abs(J) * step >= tiny / eps) | resolved) & ok
         spread = xp.maximum(spread, xp.where(heard, xp.abs(Jk - J), 0.0))
     # every step exactly 0: the derivative is 0 to every step's resolution (f' = 0, or none moves f)
     zero = (Im[0] == 0) & (Im[1] == 0) & (Im[2] == 0)
