@@ -48,7 +48,8 @@ from gradcli.checks.context import (
     DIRECTIONS, CheckContext, Outcome, Verdict, array_dtype, at_text, badness, index_text, mismatch, summarize)
 from gradcli.core.constants import CHECK_ESTIMATE_SAFETY
 from gradcli.checks.compare import describe_under_test
-from gradcli.checks.under_test import framework_under_test, raised, user_hvp
+from gradcli.checks.order2_hints import cached_term, constant_cotangent, frozen_term
+from gradcli.checks.under_test import raised, user_hvp
 
 
 def _flat_of(ctx, res) -> np.ndarray:
@@ -200,8 +201,8 @@ def check_second_order(ctx: CheckContext, reference: str) -> Outcome:
         if failed is not None:
             summary["checks"]["gradient_field"] = "mismatch"
             methods["hvp_of_gradient"] = summarize("hvp_of_gradient", "mismatch", np.abs(hg_v - ad_v))
-            guess = "" if framework_under_test(ctx) else " (a cached or frozen quantity?)"
-            return outcome(base=failed, suffix=f"; {named} is right at the inputs but not as a function of them{guess}")
+            return outcome(base=failed, suffix=f"; {named} is right at the inputs but not as a function of them"
+                                               f"{cached_term(ctx)}")
         if unsure:
             undecided.append(under)
         summary["checks"]["gradient_field"] = "undecided" if unsure else "ok"
@@ -330,21 +331,6 @@ def hv_under_test(ctx: CheckContext):
 #: the framework's own derivative of its vjp: (method name, what it is called in messages)
 FRAMEWORK_HVP = {"torch": ("double_backward", "torch's double backward"),
                  "jax": ("vjp_of_vjp", "JAX's vjp of its vjp")}
-#: what leaves the cotangent out of a framework's vjp, or differentiates it wrongly
-CONSTANT_COTANGENT = {"torch": "g.detach(), g.data, g used under torch.no_grad(), or a Function called on g whose "
-                               "own backward is wrong",
-                      "jax": "jax.lax.stop_gradient on the cotangent, or a custom_vjp/custom_jvp function called on "
-                             "it whose own rule is wrong"}
-#: why the framework's derivative of its vjp goes wrong: it differentiates the backward's own operations, so
-#: a term it takes for a constant, or an operation whose own rule is wrong, is what it gets wrong
-FROZEN_TERM = {"torch": "torch's double backward differentiates the backward's operations: does it take a term "
-                        "for a constant (under torch.no_grad(), .detach() or .data, or a forward intermediate saved "
-                        "for backward), or call a Function whose own backward is wrong?",
-               "jax": "JAX's vjp of its vjp differentiates the bwd's operations: does it take a term for a "
-                      "constant (under jax.lax.stop_gradient), or call a custom_vjp/custom_jvp function whose own "
-                      "rule is wrong?"}
-
-
 def framework_label(ctx) -> tuple:
     return FRAMEWORK_HVP.get(ctx.spec.options.get("framework"),
                              ("framework_hvp", "the framework's derivative of its vjp"))
@@ -370,7 +356,7 @@ def framework_products(ctx: CheckContext, dirs: list, w: np.ndarray):
 def _direction_input(ctx, worst, dirs, w, field) -> str:
     """Which input's part of the worst entry's direction the framework gets wrong: each part alone, the
     framework's product against the reference's at that entry."""
-    frozen = FROZEN_TERM.get(ctx.spec.options.get("framework"), "")
+    frozen = frozen_term(ctx)
     if len(ctx.wrt) == 1:
         return f"; {frozen}" if frozen else ""
     c = int(ctx.offsets[ctx.wrt.index(worst.input)]) + int(np.ravel_multi_index(worst.index, ctx.shapes[worst.input])
@@ -410,7 +396,7 @@ def _cotangent(ctx, what: str, dirs: list, jv: np.ndarray):
     if not bad.any():
         return None, bool(und.any()), diff
     j, i = np.unravel_index(int(np.argmax(badness(diff, tol, bad))), bad.shape)
-    hint = CONSTANT_COTANGENT.get(ctx.spec.options.get("framework"), "a cotangent treated as a constant")
+    hint = constant_cotangent(ctx)
     at = ctx.out_index(int(i))
     where = f"at output {index_text(at)} " if at else ""
     message = (f"second order: {what} is wrong along the cotangent direction: d/dw <J^T w, v> must be J v (a vjp "

@@ -9,7 +9,6 @@ from gradcli.checks.result import CheckReport, CheckResult, Mismatch
 from gradcli.render.check import render_check_report
 from gradcli.render.screen import Screen, cell_len
 
-BOX = set("┏┳┓┃┡━╇┩│└─┴┘")
 
 
 def _report(n=12) -> CheckReport:
