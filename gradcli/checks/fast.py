@@ -10,7 +10,7 @@ import numpy as np
 from gradcli.checks import numeric as num
 from gradcli.checks import subgradient
 from gradcli.checks.compare import (
-    CLOSER, describe_under_test, reference_text, under_test_name, verdict_of_elements)
+    CLOSER, _undefined_text, describe_under_test, reference_text, under_test_name, verdict_of_elements)
 from gradcli.checks.interrupt import raised_by_user_code
 from gradcli.checks.judging import judge, zero_of_directions
 from gradcli.checks.findings import float64_hint
@@ -32,13 +32,14 @@ def compare_fast(ctx: CheckContext) -> Outcome:
 
     autodiff = ctx.autodiff
     rng = np.random.default_rng([ctx.seed, 11])
-    us = num.random_directions(ctx.numf, DIRECTIONS, rng)
-    vs = [np.ones(1) if ctx.scalar else rng.standard_normal(m) for _ in us]
+    finite_in, finite_out = _finite(ctx)
+    us = [_directions_within(ctx, u, finite_in) for u in num.random_directions(ctx.numf, DIRECTIONS, rng)]
+    vs = [np.ones(1) if ctx.scalar else rng.standard_normal(m) * finite_out for _ in us]
     target = ctx.rtol / 10
     sigma = num.noise_level(ctx.numf, ctx.f0, np.random.default_rng([ctx.seed, 13]))
     ests = [num.directional(ctx.numf, ctx.f0, u, ctx.step, target, sigma=sigma) for u in us]
-    lhs = np.array([float(e.value @ v) for e, v in zip(ests, vs)])
-    lerr = np.array([float(np.abs(v) @ e.error) for e, v in zip(ests, vs)])
+    lhs = np.array([float(_within(e.value, finite_out) @ v) for e, v in zip(ests, vs)])
+    lerr = np.array([float(np.abs(v) @ _within(e.error, finite_out)) for e, v in zip(ests, vs)])
     kinks = np.array([bool(e.kink.any()) for e in ests])
     kinked = bool(kinks.any())
     # a framework's rule at a kink is judged as a subgradient (gradcli.checks.subgradient), along the
@@ -60,7 +61,7 @@ def compare_fast(ctx: CheckContext) -> Outcome:
 
     def identity_rows(ws):
         with np.errstate(all="ignore"):  # gradients near float64's limit: an inf product, judged as such
-            return np.array([float(u @ w) for u, w in zip(uflat, ws)])
+            return np.array([float(u @ _within(w, finite_in)) for u, w in zip(uflat, ws)])
 
     scale = np.median(np.abs(lhs)) * np.ones(len(us))
     if autodiff:
@@ -86,6 +87,12 @@ def compare_fast(ctx: CheckContext) -> Outcome:
             if isinstance(g, Verdict):
                 return found(verdict=g, stop=True)
             got_w.append(ctx.flat(g))
+    if not finite_out.all() and not np.isfinite(np.stack(got_w)[:, finite_in]).all():
+        # a finite input whose output is not finite (sin(x) * y with x = inf: y's cofactor is nan) has no
+        # derivative either, but the directions cannot say which inputs those are: full mode can
+        return found(verdict=Verdict("undefined", _undefined_text(ctx, ~finite_in[None], np.arange(ctx.n))
+                                     + f"; and {describe_under_test(ctx)} is not finite at inputs that are: "
+                                       "mode='full' judges the other elements"), stop=True)
 
     reference = "richardson"
     trusted = False
@@ -93,7 +100,7 @@ def compare_fast(ctx: CheckContext) -> Outcome:
     if ad_w is not None and (not autodiff or ctx.constant) and not at_kink:
         adl = identity_rows(ad_w)
         with np.errstate(all="ignore"):
-            rss = np.array([np.sqrt(np.sum((u * w) ** 2)) for u, w in zip(uflat, ad_w)])
+            rss = np.array([np.sqrt(np.sum((u * _within(w, finite_in)) ** 2)) for u, w in zip(uflat, ad_w)])
         zero = zero_of_directions(ctx, (1, len(us)), np.stack(vs))
         diff, tol, bad, und, live = judge(ctx, adl[None], lhs[None], lerr[None], np.fmax(scale, rss)[None], zero)
         if bad.any():  # a kink within the steps? (see _look_closer) look again with smaller ones
@@ -180,6 +187,10 @@ def compare_fast(ctx: CheckContext) -> Outcome:
                     f"{under} satisfies <u, J^T v> = <J u, v> for {smooth} random directions and cotangents (finite "
                     "differences)" if smooth else f"every random direction crosses a kink at the inputs, where "
                                                   f"{under} is judged as a subgradient"))), decided)
+        if decided is None and not finite_in.all():
+            decided = Outcome(verdict=Verdict("undefined", (
+                _undefined_text(ctx, ~finite_in[None], np.arange(ctx.n)) + f"; the other elements satisfy "
+                f"<u, J^T v> = <J u, v> for {len(us)} random directions and cotangents (finite differences)")))
         if decided is None:
             if kinked:
                 decided = Outcome(verdict=Verdict("nondifferentiable", "a random direction crosses a kink at the "
@@ -189,10 +200,31 @@ def compare_fast(ctx: CheckContext) -> Outcome:
                                                           "random directions and cotangents (finite differences)"
                                                   + resolution_text(ctx)))
         outcome = combine(found(reference=reference), decided)
+    if not finite_in.all() and outcome.verdict is not None and outcome.verdict.status == "fail" \
+            and not trusted:  # the element comparison notes them itself
+        outcome = combine(outcome, Outcome(notes=(_undefined_text(ctx, ~finite_in[None], np.arange(ctx.n)),)))
     if trusted and outcome.verdict is not None and outcome.verdict.status == "pass":
         outcome = combine(outcome, Outcome(suffix=f"; and <u, J^T v> = <J u, v> holds for {len(us)} random "
                                                   "directions"))
     return outcome
+
+
+def _finite(ctx: CheckContext):
+    """(input elements given finite, output elements finite), flat. An input given as nan or inf has no
+    derivative, and the outputs it reaches none either: the random directions and cotangents leave them
+    out, so that they do not mix into every element (the other elements are judged, as in full mode)."""
+    return np.isfinite(ctx.flat({k: ctx.base[k] for k in ctx.wrt})), np.isfinite(ctx.f0)
+
+
+def _directions_within(ctx: CheckContext, u: dict, finite_in) -> dict:
+    """The direction ``u`` with no component along the input elements that are not finite."""
+    return {name: np.where(finite_in[ctx.offsets[k]:ctx.offsets[k + 1]].reshape(np.shape(u[name])), u[name], 0.0)
+            for k, name in enumerate(ctx.wrt)}
+
+
+def _within(a, finite):
+    """``a`` with 0 where ``finite`` is False: a nan there would make every product with it nan."""
+    return np.where(finite, a, 0.0)
 
 
 def resolution_text(ctx: CheckContext) -> str:
@@ -210,10 +242,11 @@ def _probe_inputs(ctx: CheckContext, u: dict, v: np.ndarray, w: np.ndarray, scal
     if len(ctx.wrt) < 2:
         return "", ()
     off, undecided, found = [], [], []
+    finite_in, finite_out = _finite(ctx)
     for k, name in enumerate(ctx.wrt):
         e = num.directional(ctx.numf, ctx.f0, {name: u[name]}, ctx.step, target, sigma=sigma)
-        fd, fd_err = float(e.value @ v), float(np.abs(v) @ e.error)
-        part = w[ctx.offsets[k]:ctx.offsets[k + 1]]
+        fd, fd_err = float(_within(e.value, finite_out) @ v), float(np.abs(v) @ _within(e.error, finite_out))
+        part = _within(w, finite_in)[ctx.offsets[k]:ctx.offsets[k + 1]]
         got = float(np.asarray(u[name], dtype=np.float64).ravel() @ part)
         diff, tol, bad, und, live = judge(ctx, np.array([[got]]), np.array([[fd]]), np.array([[fd_err]]),
                                           np.array([[scale]]))

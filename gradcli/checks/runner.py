@@ -236,10 +236,12 @@ def build_context(spec, opts: dict, result: CheckResult):
     if mode == "auto":
         mode = "full" if value.size * sum(sizes) <= AUTO_FULL_MAX else "fast"
     bad = ~np.isfinite(value)
-    # a nan or inf in some outputs (a nan in a given input) leaves the others to judge in full mode: the
-    # comparison reports the entries with no derivative as undefined, and a wrong rule at the rest as a
-    # failure; fast mode's random directions and cotangents mix every element, so the nan reaches them all
-    if bad.all() or (bad.any() and mode == "fast"):
+    # a nan or inf in some outputs (a nan in a given input) leaves the others to judge: the comparison
+    # reports the entries with no derivative as undefined, and a wrong rule at the rest as a failure. Fast
+    # mode's random directions and cotangents leave out the inputs given as nan or inf and the outputs
+    # that are not finite; an output not finite at finite inputs it cannot trace back to an input
+    given_finite = all(np.isfinite(inputs[k]).all() for k in wrt)
+    if bad.all() or (bad.any() and mode == "fast" and given_finite):
         at = np.unravel_index(int(np.argmax(bad.ravel())), value.shape)
         return Verdict("undefined", f"the function is not finite at the inputs ({value[at]} at output "
                                     f"{index_text(at)}): the gradient is undefined there"
