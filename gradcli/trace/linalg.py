@@ -243,27 +243,50 @@ def eigvalsh_rule(a, UPLO="L"):
     return _eig_nodes(a, np.linalg.eigvalsh(v, UPLO), vecs, UPLO.upper() == "L", False)
 
 
-def eigvals_rule(a):
-    """Eigenvalues of a general matrix A = V diag(w) V^-1, distinct: dw_i = (V^-1 dA V)_ii (Giles 3.1),
-    complex-linear in dA, so the vjp is V^-H diag(g) V^H; a real A's gets its real part."""
-    v, = plain(a, complex_=True)
-    we, vecs = np.linalg.eig(v)
-    w = np.linalg.eigvals(v)  # numpy's own value; eig's may come in another order (LAPACK's other path)
+def _eig_parts(v, w, vecs):
+    """V (in w's order: eig's may differ from eigvals', LAPACK's other path) and V^-1, refused at
+    repeated eigenvalues or a (nearly) defective matrix, where neither has a derivative."""
+    we, vv = np.linalg.eig(v) if vecs is None else (w, vecs)
     order = np.argmin(np.abs(w[..., :, None] - we[..., None, :]), axis=-1)
-    vecs = np.take_along_axis(vecs, order[..., None, :], axis=-1)
+    vv = np.take_along_axis(vv, order[..., None, :], axis=-1)
     gap = np.where(np.eye(w.shape[-1], dtype=bool), np.inf, np.abs(w[..., :, None] - w[..., None, :]))
     refuse_if(np.min(gap, axis=(-2, -1), initial=np.inf) <= near(gap) * np.max(np.abs(w), axis=-1),
-               "repeated eigenvalues")
-    refuse_if(np.linalg.cond(vecs) > 1 / near(gap), "a defective (nearly) matrix")
-    winv = np.linalg.inv(vecs)
+              "repeated eigenvalues")
+    refuse_if(np.linalg.cond(vv) > 1 / near(gap), "a defective (nearly) matrix")
+    return vv, np.linalg.inv(vv)
 
-    def jvp(t):
-        return np.einsum("...ij,...jk,...ki->...i", winv, t, vecs)
+
+def _eigenvalue_node(a, w, vecs, winv):
+    """dw_i = (V^-1 dA V)_ii (Giles 3.1), complex-linear in dA: the vjp is V^-H diag(g) V^H (a real A's
+    cotangent its real part)."""
+    return node(w, a, lambda t: np.einsum("...ij,...jk,...ki->...i", winv, t, vecs),
+                lambda g: mH(winv) @ (g[..., :, None] * mH(vecs)))
+
+
+def eigvals_rule(a):
+    v, = plain(a, complex_=True)
+    w = np.linalg.eigvals(v)
+    return _eigenvalue_node(a, w, *_eig_parts(v, w, None))
+
+
+def eig_rule(a):
+    """Eigenvalues and unit eigenvectors: dV = V (F o V^-1 dA V), F_ij = 1 / (w_j - w_i), less each
+    column's real part along itself (the norm stays 1). A complex vector's phase is arbitrary: its
+    derivative is JAX's (this formula), right for the functions that do not see the phase."""
+    v, = plain(a, complex_=True)
+    res = np.linalg.eig(v)
+    w, vecs = res
+    vecs, winv = _eig_parts(v, w, vecs)
+    f = _inverse_gaps(w)
+
+    def unit(x):  # x less V diag(Re(v_i^H x_i)): also its own adjoint
+        return x - vecs * np.real(np.sum(conj(vecs) * x, axis=-2))[..., None, :]
 
     def vjp(g):
-        return mH(winv) @ (g[..., :, None] * mH(vecs))
+        return mH(winv) @ (conj(f) * (mH(vecs) @ unit(g))) @ mH(vecs)
 
-    return node(w, a, jvp, vjp)
+    v_node = node(vecs, a, lambda t: unit(vecs @ (f * (winv @ t @ vecs))), vjp)
+    return _like(res, [_eigenvalue_node(a, w, vecs, winv), v_node])
 
 
 def _distinct_positive(s):
@@ -359,6 +382,7 @@ def routes(d) -> dict:
     table = {la.solve: solve_rule, la.inv: inv_rule, la.det: det_rule, la.slogdet: slogdet_rule,
              la.matrix_power: matrix_power_rule, la.multi_dot: multi_dot_rule, la.cholesky: cholesky_rule,
              la.qr: qr_rule, la.eigh: eigh_rule, la.eigvalsh: eigvalsh_rule, la.eigvals: eigvals_rule,
+             la.eig: eig_rule,
              la.svd: svd_rule, getattr(la, "svdvals", None): svdvals_rule,
              getattr(la, "vector_norm", None): vector_norm_rule,  # these three: numpy 2
              getattr(la, "matrix_norm", None): matrix_norm_rule}

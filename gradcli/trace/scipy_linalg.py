@@ -89,16 +89,23 @@ def _svd(original):
     return rule
 
 
+def _cabs1(z):
+    return np.abs(np.real(z)) + np.abs(np.imag(z))
+
+
 def _lu_factors(av, m, n):
     """P and the square completions of L (m x m, unit lower) and U (n x n, upper) of A = P L U."""
     import scipy.linalg as sl
     p, l, u = sl.lu(av)
     k = min(m, n)
-    if np.any(np.abs(np.tril(l, -1)) >= 1 - 1e-8):  # partial pivoting's tie: the permutation jumps
-        raise NotTraceable("tied pivots")
     diag = np.abs(np.diagonal(u, axis1=-2, axis2=-1))
     if np.any(diag <= near(u) * np.max(np.abs(u), axis=(-2, -1))[..., None]):
         raise NotTraceable("a singular (or nearly) matrix")
+    # partial pivoting's tie, where the permutation jumps: a candidate l_ik u_kk as large as the pivot
+    # u_kk in LAPACK's measure |Re| + |Im| (for a real matrix, |l_ik| = 1)
+    ukk = np.diagonal(u, axis1=-2, axis2=-1)[..., None, :k]
+    if np.any(_cabs1(np.tril(l, -1)[..., :, :k] * ukk) >= (1 - 1e-8) * _cabs1(ukk)):
+        raise NotTraceable("tied pivots")
     lt = np.broadcast_to(np.eye(m, dtype=l.dtype), l.shape[:-2] + (m, m)).copy()
     lt[..., :, :k] = l
     ut = np.broadcast_to(np.eye(n, dtype=u.dtype), u.shape[:-2] + (n, n)).copy()

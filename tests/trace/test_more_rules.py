@@ -364,3 +364,37 @@ def test_scipy_factorizations_through_a_check():
         return np.sum(sl.lu_solve(sl.lu_factor(a), B2) ** 2) + np.sum(sl.cho_solve(sl.cho_factor(a @ a.T), B2))
 
     checked_by_traced_ad(f, lambda a: fd_grad(f, a), a=G)
+
+
+def _eig_invariants(a):
+    """Functions of eig's vectors that their phases do not change (and, for real vectors, the vectors)."""
+    w, v = la.eig(a)
+    return np.concatenate([np.ravel(w), np.ravel((v * w[..., None, :]) @ la.inv(v)), np.ravel(np.abs(v) ** 2)])
+
+
+@pytest.mark.parametrize("a", [_c(3, 3), _real_eig_distinct(3, True), _c(2, 3, 3)],
+                         ids=["complex", "real-complex-pairs", "stacked"])
+def test_eig_against_differences(a):
+    check_complex(_eig_invariants, {"a": a}, ["a"])
+    check_transpose_re(_eig_invariants, {"a": a}, ["a"])
+
+
+def test_eig_real_vectors_and_a_check():
+    a = _real_eig_distinct(4, False)  # real vectors of norm 1: only their sign is free, and it does not move
+    check_against_numerics(lambda a: la.eig(a).eigenvectors, {"a": a}, ["a"])
+    check_transpose(lambda a: la.eig(a).eigenvectors, {"a": a}, ["a"])
+
+    def f(a):
+        w, v = la.eig(a)
+        return np.sum(w * np.sum(v ** 2, axis=0)) + np.sum(v[0] ** 2)
+
+    checked_by_traced_ad(f, lambda a: fd_grad(f, a), a=a)
+
+
+def test_complex_lu_ties_in_lapacks_measure():
+    # LAPACK pivots on |Re| + |Im|: 1.9 / (1 + 1j) has modulus 1.34 but is no tie (1.9 < 2)
+    a = np.array([[1 + 1j, 0.5], [1.9, 1.0]])
+    assert abs(sl.lu(a)[1][1, 0]) > 1
+    check_complex(lambda a: sl.lu(a)[2], {"a": a}, ["a"])
+    t = trace(lambda a: sl.lu(a)[2], {"a": np.array([[1 + 1j, 0.5], [2.0, 1.0]])}, ["a"])  # 2 = |1| + |1|: tied
+    assert not t.ok and "tied pivots" in t.problems[0]
