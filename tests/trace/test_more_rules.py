@@ -398,3 +398,13 @@ def test_complex_lu_ties_in_lapacks_measure():
     check_complex(lambda a: sl.lu(a)[2], {"a": a}, ["a"])
     t = trace(lambda a: sl.lu(a)[2], {"a": np.array([[1 + 1j, 0.5], [2.0, 1.0]])}, ["a"])  # 2 = |1| + |1|: tied
     assert not t.ok and "tied pivots" in t.problems[0]
+
+
+def test_parameter_partials_where_the_function_is_not_defined():
+    # c = -1 is a pole of hyp2f1 (scipy: inf), a < 0 outside gammainc's domain (scipy: nan): no number
+    t = trace(lambda c: sc.hyp2f1(1.5, 0.5, c, 0.3), {"c": np.array([-1.0, 2.0])}, ["c"])
+    d = t.jvp({"c": np.ones(2)})
+    assert np.isnan(d[0]) and np.isfinite(d[1])
+    t = trace(lambda a: sc.gammainc(a, 1.0), {"a": np.array([-0.5, 0.0, 1.0])}, ["a"])
+    d = t.jvp({"a": np.ones(3)})
+    assert np.isnan(d[0]) and np.isnan(d[1]) and np.isfinite(d[2])
