@@ -6,6 +6,12 @@ from hypothesis import settings
 # tests/strategies.py is shared by test modules in several folders
 sys.path.insert(0, os.path.dirname(__file__))
 
+# Triton reads TRITON_INTERPRET when it is first imported, and model processes forked from this one keep
+# that import: without a GPU the example kernels run under the interpreter whichever test imports Triton
+# first (on a GPU machine they compile; set TRITON_INTERPRET=1 there to run the interpreter anyway)
+if not os.path.exists("/dev/nvidia0"):
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
 # CI must be reproducible: the same examples every run (locally, hypothesis keeps exploring)
 settings.register_profile("ci", derandomize=True, database=None)
 if os.environ.get("CI"):

@@ -45,7 +45,24 @@ def _run_session(session) -> list:
     args, _ = docs_blocks.argv(session.command)
     if args[0] in ("plot", "steps") and "--json" not in args and "--save" not in args:
         pytest.importorskip("plotext")  # a terminal picture needs the plot extra
+    if "examples/frameworks" in session.command:  # a model file of torch and JAX checks needs both extras
+        pytest.importorskip("torch")
+        pytest.importorskip("jax")
+    if _kernels(session):
+        _need_triton()
     return docs_blocks.run(session.command).splitlines()
+
+
+def _need_triton():
+    """Skip without the triton extra; found, not imported (the examples switch the interpreter on first)."""
+    import importlib.util
+    if importlib.util.find_spec("triton") is None or importlib.util.find_spec("torch") is None:
+        pytest.skip("the example kernels need the triton extra (pip install '.[triton]')")
+
+
+def _kernels(session) -> bool:
+    """A session that runs the Triton example kernels (figures from torch and Triton, not from numpy's libm)."""
+    return "examples/triton" in session.command
 
 
 @pytest.mark.parametrize("session", SESSIONS, ids=[s.name for s in SESSIONS])
@@ -63,7 +80,10 @@ def test_console_sessions_do_not_pin_this_machines_rounding(machine):
     """Every session still matches on a machine whose libm rounds sin, exp, log ... one ulp differently
     (tests/other_libm.py): no page pins a digit that depends on the CPU's libm or SIMD width."""
     drifted = []
-    for session in SESSIONS:
+    # the kernel sessions' figures are torch's and Triton's (numpy's libm is not theirs), and the
+    # interpreter takes seconds per kernel: they run once, in test_console_session
+    # likewise the torch and JAX example's (JAX's ml_dtypes cannot load under the patched ufuncs)
+    for session in [s for s in SESSIONS if not _kernels(s) and "examples/frameworks" not in s.command]:
         with other_libm.one_ulp_off(machine):
             actual = _run_session(session)
         if not docs_blocks.matches(session.expected, actual):
@@ -379,3 +399,27 @@ def test_mkdocs_build_strict(tmp_path):
     grad = (site / "grad" / "index.html").read_text(encoding="utf-8")
     assert "stylesheets/extra.css" in grad and '<div class="language-console highlight">' in grad
     assert ".language-console.highlight" in (site / "stylesheets" / "extra.css").read_text(encoding="utf-8")
+
+
+# --- the kernels page's run, compared figure-blind ----------------------------------------------------
+
+_ANY_FIGURE = re.compile(r"\d[\d,]*(?:\.\d+)?(?:e[-+]\d+)?")
+
+
+def _figure_blind(lines: list) -> list:
+    """Lines with every figure replaced by '#' and runs of spaces squeezed (a figure's width moves them)."""
+    return [re.sub(r" +", " ", _ANY_FIGURE.sub("#", line)).rstrip() for line in lines]
+
+
+def test_the_kernels_page_run_matches_a_fresh_one_word_for_word():
+    """docs/kernels.md shows a run of the Triton example kernels as text: the errors' last digits depend
+    on the CPU's math library and vector width (the interpreter computes with numpy, fp16 rounding
+    amplifies an ulp), so every word, status, column and line is compared, not the figures."""
+    _need_triton()
+    command = "gradcli check examples/triton/check_one_size.py"
+    page = (DOCS / "kernels.md").read_text().splitlines()
+    start = page.index(f"$ {command}") + 1
+    shown = page[start:page.index("```", start)]
+    actual = docs_blocks.run(command).rstrip("\n").splitlines()
+    assert _figure_blind(shown) == _figure_blind(actual)
+    assert sum("FAIL" in line for line in shown) >= 2 and any("PASS" in line for line in shown)
