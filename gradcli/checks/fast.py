@@ -10,13 +10,13 @@ import numpy as np
 from gradcli.checks import numeric as num
 from gradcli.checks import subgradient
 from gradcli.checks.compare import (
-    CLOSER, _undefined_text, describe_under_test, reference_text, under_test_name, verdict_of_elements)
+    CLOSER, describe_under_test, reference_text, under_test_name, verdict_of_elements)
 from gradcli.checks.interrupt import raised_by_user_code
 from gradcli.checks.judging import judge, zero_of_directions
 from gradcli.checks.findings import float64_hint
 from gradcli.core.constants import CHECK_ESTIMATE_SAFETY
 from gradcli.checks.context import (
-    CONSTANT_NOTE, DIRECTIONS, UNSEEN_NOTE, CheckContext, Outcome, Verdict, badness, combine, summarize)
+    CONSTANT_NOTE, DIRECTIONS, UNSEEN_NOTE, CheckContext, Outcome, Verdict, at_text, badness, combine, summarize)
 from gradcli.checks.result import Mismatch
 from gradcli.checks.under_test import framework_under_test, user_gradient, user_vjp_at
 
@@ -90,9 +90,9 @@ def compare_fast(ctx: CheckContext) -> Outcome:
     if not finite_out.all() and not np.isfinite(np.stack(got_w)[:, finite_in]).all():
         # a finite input whose output is not finite (sin(x) * y with x = inf: y's cofactor is nan) has no
         # derivative either, but the directions cannot say which inputs those are: full mode can
-        return found(verdict=Verdict("undefined", _undefined_text(ctx, ~finite_in[None], np.arange(ctx.n))
-                                     + f"; and {describe_under_test(ctx)} is not finite at inputs that are: "
-                                       "mode='full' judges the other elements"), stop=True)
+        given = _given_text(ctx, finite_in) + "; and " if not finite_in.all() else ""
+        return found(verdict=Verdict("undefined", given + f"{describe_under_test(ctx)} is not finite at inputs that "
+                                                          "are: mode='full' judges the other elements"), stop=True)
 
     reference = "richardson"
     trusted = False
@@ -189,7 +189,7 @@ def compare_fast(ctx: CheckContext) -> Outcome:
                                                   f"{under} is judged as a subgradient"))), decided)
         if decided is None and not finite_in.all():
             decided = Outcome(verdict=Verdict("undefined", (
-                _undefined_text(ctx, ~finite_in[None], np.arange(ctx.n)) + f"; the other elements satisfy "
+                _given_text(ctx, finite_in) + f"; the other elements satisfy "
                 f"<u, J^T v> = <J u, v> for {len(us)} random directions and cotangents (finite differences)")))
         if decided is None:
             if kinked:
@@ -202,7 +202,7 @@ def compare_fast(ctx: CheckContext) -> Outcome:
         outcome = combine(found(reference=reference), decided)
     if not finite_in.all() and outcome.verdict is not None and outcome.verdict.status == "fail" \
             and not trusted:  # the element comparison notes them itself
-        outcome = combine(outcome, Outcome(notes=(_undefined_text(ctx, ~finite_in[None], np.arange(ctx.n)),)))
+        outcome = combine(outcome, Outcome(notes=(_given_text(ctx, finite_in),)))
     if trusted and outcome.verdict is not None and outcome.verdict.status == "pass":
         outcome = combine(outcome, Outcome(suffix=f"; and <u, J^T v> = <J u, v> holds for {len(us)} random "
                                                   "directions"))
@@ -214,6 +214,14 @@ def _finite(ctx: CheckContext):
     derivative, and the outputs it reaches none either: the random directions and cotangents leave them
     out, so that they do not mix into every element (the other elements are judged, as in full mode)."""
     return np.isfinite(ctx.flat({k: ctx.base[k] for k in ctx.wrt})), np.isfinite(ctx.f0)
+
+
+def _given_text(ctx: CheckContext, finite_in) -> str:
+    """Where the first input element given as nan or inf is (the words of full mode's undefined entries)."""
+    nm, idx = ctx.unflat_index(int(np.argmin(finite_in)))
+    more = int((~finite_in).sum()) - 1
+    return (f"no derivative at {at_text(nm, idx)}: the input is {np.asarray(ctx.base[nm])[tuple(idx)]} there"
+            + (f" ({more} more input elements not finite)" if more else ""))
 
 
 def _directions_within(ctx: CheckContext, u: dict, finite_in) -> dict:
