@@ -58,7 +58,7 @@ def _ufunc_partials(sc):
     where x = 0, where the value does not depend on y, at y = 0 too (the 0 log 0 = 0 of a cross-entropy
     with a zero label). xlog1py likewise, with log1p(y) and x / (1 + y)."""
     psi, polygamma = sc.psi, sc.polygamma
-    shape, order = _fixed("shape parameter"), _fixed("order")
+    shape, order = special_more.fixed("shape parameter"), special_more.fixed("order")
     return {
         sc.expit: (table_partials("sigmoid"), False),
         sc.erf: (table_partials("erf"), True),
@@ -115,13 +115,6 @@ def _rgamma_partial(sc):
         pole = (x <= 0) & (x == np.floor(x))
         n = np.where(pole, -x, 0)
         return np.where(pole, np.where(n % 2 == 0, 1.0, -1.0) * sc.gamma(n + 1), -sc.psi(x) * a)
-
-    return partial
-
-
-def _fixed(what):
-    def partial(a, *args):
-        raise NotTraceable(f"traced {what}: only the derivative in x is implemented")
 
     return partial
 

@@ -19,6 +19,15 @@ from gradcli.trace.rules import pointwise
 
 _INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
 _SQRT_1_2 = math.sqrt(0.5)
+_SQRT_2PI = math.sqrt(2 * math.pi)
+
+
+def fixed(what):
+    """The partial in a parameter that is held fixed (an integer order, or no closed form): refused."""
+    def partial(a, *args):
+        raise NotTraceable(f"traced {what}: only the derivative in x is implemented")
+
+    return partial
 
 
 def _mp_elementwise(one, *args):
@@ -129,6 +138,15 @@ def _gammainc_da(upper):
     return partial
 
 
+def _gammaincinv_da(sc):
+    da = _gammainc_da(False)
+
+    def partial(ans, s, y):
+        return -da(ans, s, ans) / _gammainc_dx(1, sc)(None, s, ans)
+
+    return partial
+
+
 def _gammainc_dx(sign, sc):
     return lambda a, s, x: sign * np.exp(sc.xlogy(s - 1, x) - x - sc.gammaln(s))
 
@@ -181,6 +199,50 @@ def ufunc_partials(sc) -> dict:
         sc.i1e: ((_i1e_partial(sc),), False),
         sc.loggamma: ((lambda a, x: sc.psi(x),), True),
         sc.dawsn: ((lambda a, x: 1 - 2 * x * a,), True),  # DLMF 7.10: F' = 1 - 2 x F
+        **_integrals_and_inverses(sc),
+    }
+
+
+def _unless0(m):
+    return np.where(m == 0, 1.0, m)
+
+
+def _ellipk_partial(sc):
+    def partial(a, m):  # DLMF 19.4.1: (E - (1 - m) K) / (2 m (1 - m)); at m = 0 the limit pi / 8
+        return np.where(m == 0, math.pi / 8, (sc.ellipe(m) - (1 - m) * a) / (2 * _unless0(m) * (1 - m)))
+
+    return partial
+
+
+def _integrals_and_inverses(sc):
+    """Exponential and elliptic integrals, dilogarithm, K Bessel functions, entropy, and the inverses of
+    the regularized incomplete functions: 1 / f' at the answer."""
+    order, shape = fixed("order"), fixed("shape parameter")
+    return {
+        sc.entr: ((lambda a, x: -(np.log(x) + 1),), False),
+        sc.exp1: ((lambda a, x: -np.exp(-x) / x,), False),  # DLMF 6.2.1
+        sc.expi: ((lambda a, x: np.exp(x) / x,), False),
+        # DLMF 8.19.13: E_n' = -E_(n-1), and E_0 = exp(-x) / x
+        sc.expn: ((order, lambda a, n, x: np.where(n >= 1, -sc.expn(np.maximum(n - 1, 0), x),
+                                                   -np.exp(-x) * (x + 1) / (x * x))), False),
+        # scipy's spence(z) = int_1^z log(t) / (1 - t) dt: its slope log(z) / (1 - z), -1 at z = 1
+        sc.spence: ((lambda a, z: np.where(z == 1, -1.0, np.log(z) / np.where(z == 1, 0.5, 1 - z)),), False),
+        # DLMF 19.4.1; at m = 0 the limits pi / 8 and -pi / 8 (E' = (E - K) / 2m)
+        sc.ellipk: ((_ellipk_partial(sc),), False),
+        sc.ellipe: ((lambda a, m: np.where(m == 0, -math.pi / 8, (a - sc.ellipk(m)) / (2 * _unless0(m))),), False),
+        # DLMF 10.29.5 (K'_v = -(K_(v-1) + K_(v+1)) / 2), the order constant
+        sc.k0: ((lambda a, x: -sc.k1(x),), False),
+        sc.k1: ((lambda a, x: -(sc.k0(x) + sc.kv(2, x)) / 2,), False),
+        sc.kv: ((order, lambda a, v, x: -(sc.kv(v - 1, x) + sc.kv(v + 1, x)) / 2), False),
+        sc.kn: ((order, lambda a, n, x: -(sc.kv(n - 1, x) + sc.kv(n + 1, x)) / 2), False),
+        sc.yv: ((order, lambda a, v, x: (sc.yv(v - 1, x) - sc.yv(v + 1, x)) / 2), False),
+        # ndtri(exp(y)): exp(y) / phi(ans), as one exponent so that neither factor under- or overflows
+        sc.ndtri_exp: ((lambda a, y: np.exp(y + 0.5 * a * a) * _SQRT_2PI,), False),
+        # x with P(a, x) = y (Q for gammainccinv): dx/dy = 1 / P_x (-1 / P_x), dx/da = -P_a / P_x for both
+        sc.gammaincinv: ((_gammaincinv_da(sc), lambda ans, s, y: 1 / _gammainc_dx(1, sc)(None, s, ans)), False),
+        sc.gammainccinv: ((_gammaincinv_da(sc), lambda ans, s, y: -1 / _gammainc_dx(1, sc)(None, s, ans)), False),
+        sc.betaincinv: ((shape, shape, lambda ans, p, q, y: np.exp(
+            sc.betaln(p, q) - sc.xlogy(p - 1, ans) - sc.xlog1py(q - 1, -ans))), False),
     }
 
 

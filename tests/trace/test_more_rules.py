@@ -408,3 +408,74 @@ def test_parameter_partials_where_the_function_is_not_defined():
     t = trace(lambda a: sc.gammainc(a, 1.0), {"a": np.array([-0.5, 0.0, 1.0])}, ["a"])
     d = t.jvp({"a": np.ones(3)})
     assert np.isnan(d[0]) and np.isnan(d[1]) and np.isfinite(d[2])
+
+
+# --- more of scipy.special: integrals, K Bessel functions, inverses ---------------------------------------
+def _mp_inverse(f, start):
+    """(*params, y) -> the x with f(*params, x) = y, to mpmath's working precision: Ridders' bracketing
+    iteration on f itself, in a bracket of 1e-8 relative around scipy's float answer ``start(*params, y)``
+    (used only to place the bracket)."""
+    def inverse(*args):
+        x0 = mpmath.mpf(float(start(*[float(v) for v in args])))
+        return mpmath.findroot(lambda x: f(*args[:-1], x) - args[-1], (x0 * (1 - 1e-8), x0 * (1 + 1e-8)),
+                               solver="ridder")
+
+    return inverse
+
+
+ONE_ARG = [
+    ("entr", lambda x: sc.entr(x), lambda x: -x * mpmath.log(x), [1e-3, 0.4, 1.0, 7.0]),
+    ("exp1", lambda x: sc.exp1(x), mpmath.e1, [1e-3, 0.5, 3.0, 40.0]),
+    ("expi", lambda x: sc.expi(x), mpmath.ei, [-5.0, -0.1, 0.2, 3.0, 30.0]),
+    ("spence", lambda z: sc.spence(z), lambda z: mpmath.polylog(2, 1 - z), [1e-3, 0.5, 1.0, 2.0, 30.0]),
+    ("ellipk", lambda m: sc.ellipk(m), mpmath.ellipk, [-3.0, 0.0, 0.3, 0.95]),
+    ("ellipe", lambda m: sc.ellipe(m), mpmath.ellipe, [-3.0, 0.0, 0.3, 0.95]),
+    ("k0", lambda x: sc.k0(x), lambda x: mpmath.besselk(0, x), [1e-3, 0.5, 4.0, 60.0]),
+    ("k1", lambda x: sc.k1(x), lambda x: mpmath.besselk(1, x), [1e-3, 0.5, 4.0, 60.0]),
+    ("ndtri_exp", lambda y: sc.ndtri_exp(y), lambda y: mpmath.sqrt(2) * mpmath.erfinv(2 * mpmath.exp(y) - 1),
+     [-30.0, -2.0, -0.1]),
+]
+
+
+@pytest.mark.parametrize("f, g, points", [c[1:] for c in ONE_ARG], ids=[c[0] for c in ONE_ARG])
+def test_more_special_functions(f, g, points):
+    x = np.array(points)
+    assert_partial(lambda x: f(x), g, {"x": x}, "x", 1e-9)
+
+
+@pytest.mark.parametrize("ufunc, mp", [(sc.kv, mpmath.besselk), (sc.yv, mpmath.bessely),
+                                       (sc.expn, mpmath.expint)], ids=["kv", "yv", "expn"])
+def test_bessel_k_y_and_expn_in_x(ufunc, mp):
+    n, x = grid([0.0, 1.0, 2.0, 3.0], [0.05, 1.3, 9.0])
+    args = {"n": n, "x": x}
+    assert_partial(lambda n, x: ufunc(n, x), mp, args, "x", 1e-9)
+
+
+def test_kn_and_refused_orders():
+    x = np.array([0.3, 2.0])
+    assert_partial(lambda x: sc.kn(2, x), lambda x: mpmath.besselk(2, x), {"x": x}, "x", 1e-9)
+    t = trace(lambda v: sc.kv(v, 1.0), {"v": np.array([0.5])}, ["v"])
+    assert not t.ok and "traced order" in t.problems[0]
+
+
+def test_incomplete_gamma_inverses():
+    p_inv, q_inv = _mp_inverse(_p, sc.gammaincinv), _mp_inverse(_q, sc.gammainccinv)
+    a, y = grid([0.5, 2.0, 9.0], [1e-4, 0.3, 0.9])
+    for ufunc, mp in [(sc.gammaincinv, p_inv), (sc.gammainccinv, q_inv)]:
+        for name in ("a", "y"):
+            assert_partial(lambda a, y: ufunc(a, y), mp, {"a": a, "y": y}, name, 1e-8)
+
+
+def test_betaincinv_in_y():
+    p, q, y = np.array([0.7, 2.0, 5.0]), np.array([1.5, 3.0, 0.8]), np.array([0.05, 0.5, 0.97])
+    inv = _mp_inverse(lambda p, q, x: mpmath.betainc(p, q, 0, x, regularized=True), sc.betaincinv)
+    got = traced_partial(lambda y: sc.betaincinv(p, q, y), {"y": y}, "y")
+    want = [mp_derivative(lambda v, k=k: inv(mpmath.mpf(p[k]), mpmath.mpf(q[k]), v), y[k])[()] for k in range(3)]
+    np.testing.assert_allclose(got, want, rtol=1e-8)
+
+
+def test_more_special_functions_through_a_check():
+    def f(x):
+        return np.sum(sc.exp1(x) * sc.k1(x) + sc.ellipk(x / 4) + sc.gammaincinv(x, 0.4))
+
+    checked_by_traced_ad(f, lambda x: fd_grad(f, x), x=np.array([0.4, 1.1, 2.5]))
