@@ -159,7 +159,8 @@ def _jacobian(graph: Graph, point: dict, jiggle, watch):
     eye = np.eye(n, dtype=dtype)
     seeds = {v: Dual(dtype.type(point[v]), eye[k]) for k, v in enumerate(graph.variables)}
     with np.errstate(all="ignore"):
-        outs = sweep(graph, seeds, watched_ops(watch), jiggle=jiggle, observe=lambda i, d: watch.see(d))
+        outs = sweep(graph, seeds, watched_ops(watch), dtype=dtype.type, jiggle=jiggle,
+                     observe=lambda i, d: watch.see(d))
         values, rows = [], []
         for out in outs:
             v, t = split(out)

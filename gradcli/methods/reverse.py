@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from gradcli.core.graph import graph_sweep, node_values, sweep_back
+from gradcli.core.graph import graph_sweep, sweep_back, walk
 from gradcli.core.primitives import PRIMITIVES, NumericOps, Ops
 from gradcli.methods import extended_range
 
@@ -320,9 +320,10 @@ def _jacobian(graph, point: dict, watch, observe=None):
         # float64 even for an int or float32 point: the reference methods all work in float64
         x = {name: _as_value(np.asarray(point[name], dtype=np.result_type(np.float64, point[name])))
              for name in graph.variables}
-        vals = node_values(graph, x)
-        watch.see(*vals)
         dtype = np.result_type(np.float64, *x.values())
+        # constants in the point's type: a subexpression of constants (exp(-740)) is widened with it
+        vals = walk(graph, _NUMERIC, x, const=lambda i, c: dtype.type(c.value), keep=True)
+        watch.see(*vals)
         jac = np.zeros((len(graph.outputs), len(graph.variables)), dtype=dtype)
         partial = local_partials(graph, vals)
         active = graph.active

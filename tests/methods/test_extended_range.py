@@ -37,13 +37,7 @@ CASES = {
 }
 
 
-# forward and reverse mode widen the point but not the constants: exp(-740) stays float64's subnormal
-_CONSTANT_NOT_WIDENED = pytest.mark.xfail(strict=True, reason="forward/reverse evaluate a subexpression of "
-                                          "constants in float64 in the wide sweep too")
-
-
-@pytest.mark.parametrize("case", [pytest.param(c, marks=_CONSTANT_NOT_WIDENED) if c == "subnormal on the way"
-                                  else c for c in sorted(CASES)])
+@pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("mode", [forward, reverse])
 def test_ad_matches_mpmath_where_float64_lost_the_range(case, mode):
     text, x, f = CASES[case]
