@@ -19,7 +19,9 @@ random vector) of ``phi(t) = f(x + t*u)``, for every output element at once:
 Steps are relative: element i of input k moves by t * max(|x_i|, rms(x_k)) (1 where x_k is all zeros),
 with H = 2**-10 (about eps**(1/5), the best step for one Richardson step in float64) unless ``eps``
 says otherwise. Complex step (one call per element, exact to rounding where f is holomorphic) is
-offered separately; the runner uses it only where it agrees with these estimates.
+offered separately; the runner uses it only where it agrees with these estimates. Where f offers batches
+(a torch Function's forward under vmap), the same steps are evaluated many per call
+(gradcli.checks.batched_steps).
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gradcli.core.constants import CHECK_RIDDERS_ROWS, COMPLEX_H
+from gradcli.checks.batched_steps import at_many, prefetch
 from gradcli.methods.tableau import TABLEAU_BLOCK, ridders
 
 EPS = np.finfo(np.float64).eps
@@ -64,28 +67,8 @@ class Function:
         self.trusted = False  # whether the batch has shown that it gives what single calls give
 
     def at_many(self, moved: list, f0: np.ndarray) -> list:
-        """``at`` of each of ``moved``, in one batched evaluation where the call offers one. The batch is
-        trusted once its first evaluation gives the point itself and the first moved point as single calls
-        do, to f's rounding (vectorised kernels over a batch may round the last bit otherwise, which the
-        error estimates allow for as they allow for f's own rounding); else, or where it cannot run
-        (data-dependent branches, randomness), every point is called on its own from then on."""
-        if self.batch is None or len(moved) < 2:
-            return [self.at(m) for m in moved]
-        first = None if self.trusted else self.at(moved[0])
-        try:
-            with np.errstate(all="ignore"), warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                outs = self.batch([{**self.base, **m} for m in ([] if self.trusted else [{}]) + moved])
-        except Exception:  # noqa: BLE001 - the batch only saves time: single calls decide
-            outs = None
-        if outs is not None and not self.trusted:
-            self.trusted = _same(outs[0], f0) and first is not None and _same(outs[1], first)
-            outs = outs[1:]
-        if outs is None or not self.trusted:
-            self.batch = None
-            return ([] if first is None else [first]) + [self.at(m) for m in moved[0 if first is None else 1:]]
-        self.calls += len(moved)
-        return [np.asarray(o, dtype=np.float64).ravel() for o in outs]
+        """``at`` of each of ``moved``, batched where the call offers it (gradcli.checks.batched_steps)."""
+        return at_many(self, moved, f0)
 
     def at(self, moved: dict) -> np.ndarray:
         self.calls += 1
@@ -110,20 +93,6 @@ class Function:
             return out.ravel() if out.dtype.kind == "c" else None
         except Exception:  # noqa: BLE001
             return None
-
-
-BATCH_ULPS = 64  # how far, in eps of the largest |f|, a batched evaluation may be from a single call's
-
-
-def _same(out, ref) -> bool:
-    """``out`` is ``ref`` to rounding: the same non-finite entries, the rest within BATCH_ULPS eps of the
-    largest |ref| (a forward that computes something else under the batch differs by far more)."""
-    out = np.asarray(out, dtype=np.float64).ravel()
-    live = np.isfinite(ref)
-    if out.shape != ref.shape or not np.array_equal(out[~live], ref[~live], equal_nan=True):
-        return False
-    scale = np.max(np.abs(ref[live]), initial=0.0)
-    return bool(np.all(np.abs(out[live] - ref[live]) <= BATCH_ULPS * EPS * scale))
 
 
 def element_scale(x: np.ndarray) -> np.ndarray:
@@ -163,20 +132,6 @@ class _Line:
         (fp, tp), (fm, tm) = self(t), self(-t)
         with np.errstate(all="ignore"):
             return (fp - 2 * self.f0 + fm) / ((tp - tm) / 2)
-
-
-def prefetch(fn: Function, wanted: list) -> None:
-    """Evaluates the steps ``(line, t)`` not yet cached, in one batch where ``fn`` offers batches: the
-    lines then read them as if they had called f themselves (the same steps, in the same order)."""
-    if fn.batch is None:
-        return
-    todo = [(line, t) for line, t in dict.fromkeys(wanted) if t not in line.cache]
-    if not todo:
-        return
-    moves = [line.move(t) for line, t in todo]
-    outs = fn.at_many([m for m, _ in moves], todo[0][0].f0)
-    for (line, t), (_, actual), out in zip(todo, moves, outs):
-        line.keep(t, out, actual)
 
 
 #: the first pass's steps, relative to H, in the order its differences ask for them
