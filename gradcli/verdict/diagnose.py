@@ -282,17 +282,10 @@ def diagnose_hessian(graph: Graph, point: dict) -> tuple[list, bool, np.ndarray,
                 continue
             if any(var_masks[i] >> k & 1 and bad_vars[k] for k in range(nvar)):
                 continue  # the first-order diagnosis already covers this node
-            prim = PRIMITIVES[n.op]
             args = [vals[a] for a in n.args]
             live = [k for k, a in enumerate(n.args) if active[a]]
-            # tangents along each active argument: the partials' own derivatives are the second partials
-            duals = [dual.apply("add", np.float64(0.0), _seed(v, k, live)) if k in live else v
-                     for k, v in enumerate(args)]
-            ans = dual.apply(n.op, *duals)
             for k in live:
-                p = prim.partials[k](dual, ans, *duals)
-                _, t = split(p)
-                if t is not None and not np.all(np.isfinite(t)):
+                if not _second_partials_finite(dual, n.op, k, args, live):
                     found.append(Diagnostic("undefined", n.op, f"the second derivative of {n.op} does not exist "
                                                                f"at {_call(n.op, args)}"))
                     for b in range(nvar):
@@ -301,7 +294,21 @@ def diagnose_hessian(graph: Graph, point: dict) -> tuple[list, bool, np.ndarray,
     return found, False, bad_grad, bad_vars[:, None] | bad_vars[None, :]
 
 
-def _seed(value, k, live):
-    t = np.zeros(len(live))
+def _second_partials_finite(dual, op: str, k: int, args: list, live: list, wide: bool = False) -> bool:
+    """Whether the derivatives of ``op``'s k-th partial along each active argument are finite at ``args``:
+    the partial rules differentiated by dual numbers; one that overflows float64 but is finite in the
+    extended type (d²(1/z)/dz² = 2e480 at z = 1e-160) is finite, as at first order."""
+    kind = EXTENDED if wide else np.float64
+    # tangents along each active argument: the partials' own derivatives are the second partials
+    duals = [dual.apply("add", kind(0.0), _seed(v, j, live, kind)) if j in live else v for j, v in enumerate(args)]
+    with np.errstate(all="ignore"):
+        _, t = split(PRIMITIVES[op].partials[k](dual, dual.apply(op, *duals), *duals))
+    if t is None or np.all(np.isfinite(t)):
+        return True
+    return not wide and EXTENDED is not None and _second_partials_finite(dual, op, k, args, live, wide=True)
+
+
+def _seed(value, k, live, kind=np.float64):
+    t = np.zeros(len(live), dtype=kind)
     t[live.index(k)] = 1.0
-    return Dual(np.float64(value), t)
+    return Dual(kind(value), t)

@@ -154,3 +154,15 @@ def test_hessian_command_agrees_at_log_of_a_huge_square():
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
     assert doc["status"] == "agree"
+
+
+def test_a_second_partial_beyond_float64s_range_is_no_missing_second_derivative():
+    # d²(1/z)/dz² = 2e480 at z = 1e-160: finite, only out of float64's range. The Hessian of atan(1/z)
+    # there, 2e-160, exists; AD of the program cancels +-2e160 to get it, so it is ill_conditioned
+    # (the exact value shown), never undefined
+    result = CliRunner().invoke(main, ["hessian", "atan(1/z)", "--at", "z=1e-160", "--json"])
+    doc = json.loads(result.output)
+    assert doc["status"] == "ill_conditioned" and result.exit_code == 3, doc["status"]
+    # the pole of x**1.5's second derivative at 0 is still one
+    result = CliRunner().invoke(main, ["hessian", "x**1.5", "--at", "x=0", "--json"])
+    assert json.loads(result.output)["status"] == "undefined"
