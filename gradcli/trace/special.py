@@ -5,9 +5,9 @@ its routes are built once something else has imported scipy, when the routing ta
 start of the next trace, which is before the user's code can call it.
 
 * scipy.special's ufuncs meet ``Traced.__array_ufunc__`` as numpy's do: :class:`Elementwise` rules
-  from the partials below (expit, erf, erfc, expm1 and log1p take the primitive table's); the
-  incomplete beta function, stdtr and the Bessel functions in x alone, refusing a traced
-  shape parameter or order; gammasgn is piecewise constant (derivative zero, as np.sign);
+  from the partials below (expit, erf, erfc, expm1 and log1p take the primitive table's); stdtr
+  and the Bessel functions in x alone, refusing a traced shape parameter or order (the incomplete
+  gamma and beta functions are special_more's); gammasgn is piecewise constant (derivative zero, as np.sign);
 * python-level functions (logsumexp, softmax, log_softmax, polygamma, ``scipy.stats.norm``'s logpdf,
   pdf, cdf and logcdf, ``multivariate_normal``'s logpdf and pdf) convert their arguments with
   np.asarray, which cuts the trace. While a trace runs (:func:`substituted`) they are replaced where
@@ -85,10 +85,6 @@ def _ufunc_partials(sc):
                   False),
         sc.rgamma: ((_rgamma_partial(sc),), False),
         sc.erfcx: ((lambda a, x: 2 * (x * a) - 2 / math.sqrt(math.pi),), False),
-        # the incomplete beta in x alone: its shape parameters have no closed-form partial (the
-        # incomplete gammas are in special_more)
-        sc.betainc: ((shape, shape, lambda a, p, q, x: np.exp(
-            sc.xlogy(p - 1, x) + sc.xlog1py(q - 1, -x) - sc.betaln(p, q))), False),
         sc.stdtr: ((shape, lambda a, df, t: np.exp(
             sc.gammaln((df + 1) / 2) - sc.gammaln(df / 2) - 0.5 * np.log(df * math.pi)
             - (df + 1) / 2 * np.log1p(t * t / df))), False),

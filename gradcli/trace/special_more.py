@@ -119,23 +119,48 @@ def _hyp1f1_partials(sc):
             lambda ans, a, b, x: a / b * sc.hyp1f1(a + 1, b + 1, x))
 
 
-def _gammainc_da(upper):
-    """d/da of P(a, x) (Q for ``upper``), by mpmath: of the smaller of P and Q = 1 - P, so that a
-    derivative far below the value's size (P near 1 at large x) keeps its digits."""
+def _complement_partial(lower, upper, k, domain, negate=False):
+    """d/d args[k] of a regularized function ``lower`` (``-`` that for ``negate``), by mpmath: of the
+    smaller of it and its complement ``upper`` = 1 - lower, so that a derivative far below the value's
+    size (P near 1 at large x) keeps its digits; NaN outside ``domain(*args)``."""
     import mpmath
 
-    def one(s, x):
-        p = mpmath.gammainc(s, 0, x, regularized=True)
-        lower = p <= 0.5
-        f = (lambda t: mpmath.gammainc(t, 0, x, regularized=True)) if lower else \
-            (lambda t: mpmath.gammainc(t, x, mpmath.inf, regularized=True))
-        d = mpmath.diff(f, s)
-        return -d if lower == upper else d
+    def one(*v):
+        low = lower(*v) <= 0.5
+        f = lower if low else upper
+        d = mpmath.diff(lambda t: f(*v[:k], t, *v[k + 1:]), v[k])
+        return -d if low == negate else d
 
-    def partial(ans, s, x):
-        return np.where(np.isfinite(ans) & (s > 0), _mp_elementwise(one, s, x), np.nan)
+    def partial(ans, *args):
+        return np.where(np.isfinite(ans) & domain(*args), _mp_elementwise(one, *args), np.nan)
 
     return partial
+
+
+def _gammainc_da(upper):
+    """d/da of P(a, x) (Q for ``upper``)."""
+    import mpmath
+
+    return _complement_partial(lambda s, x: mpmath.gammainc(s, 0, x, regularized=True),
+                               lambda s, x: mpmath.gammainc(s, x, mpmath.inf, regularized=True), 0,
+                               lambda s, x: s > 0, upper)
+
+
+def _betainc_partials(sc):
+    """I_x(a, b) in a and b by mpmath (no closed form), in x DLMF 8.17.1's integrand."""
+    import mpmath
+
+    def lower(p, q, x):
+        return mpmath.betainc(p, q, 0, x, regularized=True)
+
+    def upper(p, q, x):
+        return mpmath.betainc(p, q, x, 1, regularized=True)
+
+    def domain(p, q, x):
+        return (p > 0) & (q > 0) & (x >= 0) & (x <= 1)
+
+    return (_complement_partial(lower, upper, 0, domain), _complement_partial(lower, upper, 1, domain),
+            lambda a, p, q, x: np.exp(sc.xlogy(p - 1, x) + sc.xlog1py(q - 1, -x) - sc.betaln(p, q)))
 
 
 def _gammaincinv_da(sc):
@@ -183,6 +208,7 @@ def ufunc_partials(sc) -> dict:
         sc.hyp1f1: (_hyp1f1_partials(sc), False),
         sc.gammainc: ((_gammainc_da(False), _gammainc_dx(1, sc)), False),
         sc.gammaincc: ((_gammainc_da(True), _gammainc_dx(-1, sc)), False),
+        sc.betainc: (_betainc_partials(sc), False),
         sc.boxcox: (_boxcox_partials(np.log), False),
         sc.boxcox1p: (_boxcox_partials(np.log1p), False),
         # x log(x/y) - x + y and x log(x/y): log(x) - log(y) does not overflow where x / y would

@@ -479,3 +479,18 @@ def test_more_special_functions_through_a_check():
         return np.sum(sc.exp1(x) * sc.k1(x) + sc.ellipk(x / 4) + sc.gammaincinv(x, 0.4))
 
     checked_by_traced_ad(f, lambda x: fd_grad(f, x), x=np.array([0.4, 1.1, 2.5]))
+
+
+@pytest.mark.parametrize("name", ["a", "b", "x"])
+def test_betainc_in_its_parameters(name):
+    # x = 0.999 at a = 3, b = 0.5: I is 1 to 2 digits only, but at b = 8 to 20: kept through 1 - I
+    a, b, x = [v.ravel() for v in np.meshgrid([0.3, 3.0], [0.5, 8.0], [1e-3, 0.2, 0.7, 0.999])]
+    assert_partial(lambda a, b, x: sc.betainc(a, b, x),
+                   lambda a, b, x: mpmath.betainc(a, b, 0, x, regularized=True), {"a": a, "b": b, "x": x}, name, 1e-9)
+
+
+def test_betainc_through_a_check():
+    def f(a):
+        return np.sum(sc.betainc(a, 2.0 * a, np.array([0.1, 0.5, 0.9])))
+
+    checked_by_traced_ad(f, lambda a: fd_grad(f, a), a=np.array([0.5, 1.5, 4.0]))
