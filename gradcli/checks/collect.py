@@ -225,7 +225,7 @@ def import_error(path: str, exc: BaseException) -> dict:
 
 
 #: The frameworks gradcli checks, by the top-level module a model file imports -> the extra that installs it.
-FRAMEWORK_EXTRAS = {"torch": "torch", "jax": "jax", "jaxlib": "jax"}
+FRAMEWORK_EXTRAS = {"torch": "torch", "jax": "jax", "jaxlib": "jax", "triton": "triton"}
 _NEEDS_EXTRA = re.compile(r"^cannot import: \S+ is not installed; this file needs it: pip install 'gradcli\[(\w+)\]'$")
 
 

@@ -158,7 +158,8 @@ def test_files_that_register_nothing_and_paths_that_do_not_exist(tmp_path):
     assert any("registers no checks" in m for m in messages)
 
 
-@pytest.mark.parametrize("module, extra", [("torch", "torch"), ("jax.numpy", "jax"), ("jaxlib", "jax")])
+@pytest.mark.parametrize("module, extra", [("torch", "torch"), ("jax.numpy", "jax"), ("jaxlib", "jax"),
+                                           ("triton.language", "triton")])
 def test_a_framework_that_is_not_installed_is_one_line_naming_the_extra(tmp_path, module, extra):
     # what `import torch` raises where torch is not installed (it is installed here)
     (tmp_path / "needs.py").write_text(
