@@ -1,9 +1,11 @@
-"""More of scipy.special for :mod:`gradcli.trace.special`: hypergeometric, Box-Cox, relative entropy,
-Owen's T, Pochhammer, scaled Bessel, log-gamma, Dawson, the sine/cosine and Fresnel integrals, and zeta.
+"""More of scipy.special for :mod:`gradcli.trace.special`: hypergeometric, the incomplete gamma and beta
+functions and their inverses, Box-Cox, entropies, Owen's T, Pochhammer, scaled and K Bessel functions,
+log-gamma, Dawson, the exponential, sine/cosine, Fresnel and elliptic integrals, the dilogarithm, zeta.
 
 Each partial is a closed form in scipy's own functions (DLMF numbers in the comments) where one exists.
-The parameters with none (hyp2f1's a, b, c, hyp1f1's a, b, the incomplete gammas' a, zeta's x) are
-differentiated by mpmath at 30 digits, element by element (:func:`mp_partial`). Where a closed form
+The parameters with none (hyp2f1's a, b, c, hyp1f1's a, b, the incomplete gammas' a, betainc's a, b,
+zeta's x) are differentiated by mpmath at 30 digits, element by element (:func:`mp_partial`,
+:func:`_complement_partial`). Where a closed form
 cannot be evaluated as written (0 * inf at a pole, cancellation near a removable singularity) the limit
 or a series takes over.
 """
