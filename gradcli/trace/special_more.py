@@ -22,6 +22,9 @@ from gradcli.trace.rules import pointwise
 _INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
 _SQRT_1_2 = math.sqrt(0.5)
 _SQRT_2PI = math.sqrt(2 * math.pi)
+#: beyond this many elements (about a millisecond each) a partial by mpmath would outlast a check's time
+#: limit: the call is refused and the check falls back to numerics
+MP_MAX_ELEMENTS = 4096
 
 
 def fixed(what):
@@ -47,6 +50,8 @@ def _mp_elementwise(one, *args):
     flat = np.broadcast_arrays(*[np.asarray(a, float) for a in args])
     if not flat[0].size:
         return np.zeros(flat[0].shape)
+    if flat[0].size > MP_MAX_ELEMENTS:
+        raise NotTraceable(f"{flat[0].size} elements for mpmath's partial, at most {MP_MAX_ELEMENTS}")
     with np.errstate(**QUIET):
         return np.vectorize(safe, otypes=[float])(*flat)
 

@@ -494,3 +494,11 @@ def test_betainc_through_a_check():
         return np.sum(sc.betainc(a, 2.0 * a, np.array([0.1, 0.5, 0.9])))
 
     checked_by_traced_ad(f, lambda a: fd_grad(f, a), a=np.array([0.5, 1.5, 4.0]))
+
+
+def test_mpmath_partials_are_bounded_in_size():
+    from gradcli.trace.special_more import MP_MAX_ELEMENTS
+    z = np.linspace(-0.5, 0.5, MP_MAX_ELEMENTS + 1)
+    t = trace(lambda a: sc.hyp2f1(a, 0.5, 2.0, z), {"a": np.array(1.5)}, ["a"])  # a scalar broadcast to z
+    assert not t.ok and "elements for mpmath's partial" in t.problems[0]
+    assert trace(lambda z: sc.hyp2f1(1.5, 0.5, 2.0, z), {"z": z}, ["z"]).ok  # z's partial is a closed form
