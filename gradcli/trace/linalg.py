@@ -214,7 +214,7 @@ def qr_rule(a, mode="reduced"):
 
 def _eig_nodes(a, w, vecs, lower, vectors):
     """Nodes for the eigenvalues ``w`` (and ``vecs()``, the eigenvectors V) of the Hermitian matrix read
-    from ``a``: with dS that matrix's tangent, dw_i = v_i^H dS v_i, dV = V (F o V^T dS V) (Giles 3.1)."""
+    from ``a``: with dS that matrix's tangent, dw_i = v_i^H dS v_i, dV = V (F o V^H dS V) (Giles 3.1)."""
     separated(w, "eigenvalues")
 
     def w_jvp(t):
@@ -226,13 +226,14 @@ def _eig_nodes(a, w, vecs, lower, vectors):
     w_node = node(w, a, w_jvp, w_vjp)
     if not vectors:
         return w_node
+    # a complex eigenvector's phase is arbitrary: F's zero diagonal makes Im(v_i^H dv_i) = 0, JAX's choice
     v, f = vecs(), _inverse_gaps(w)
-    return w_node, node(v, a, lambda t: v @ (f * (mT(v) @ hermitian_of(t, lower) @ v)),
-                         lambda g: hermitian_adjoint(v @ (f * (mT(v) @ g)) @ mT(v), lower))
+    return w_node, node(v, a, lambda t: v @ (f * (mH(v) @ hermitian_of(t, lower) @ v)),
+                        lambda g: hermitian_adjoint(v @ (f * (mH(v) @ g)) @ mH(v), lower))
 
 
 def eigh_rule(a, UPLO="L"):
-    v, = plain(a)
+    v, = plain(a, complex_=True)
     res = np.linalg.eigh(v, UPLO)
     return _like(res, _eig_nodes(a, res[0], lambda: res[1], UPLO.upper() == "L", True))
 

@@ -502,3 +502,30 @@ def test_mpmath_partials_are_bounded_in_size():
     t = trace(lambda a: sc.hyp2f1(a, 0.5, 2.0, z), {"a": np.array(1.5)}, ["a"])  # a scalar broadcast to z
     assert not t.ok and "elements for mpmath's partial" in t.problems[0]
     assert trace(lambda z: sc.hyp2f1(1.5, 0.5, 2.0, z), {"z": z}, ["z"]).ok  # z's partial is a closed form
+
+
+def _eigh_invariants(a):
+    w, v = la.eigh(a)
+    return np.concatenate([np.ravel(w), np.ravel((v * w[..., None, :]) @ v.conj().swapaxes(-1, -2)),
+                           np.ravel(np.abs(v) ** 2)])
+
+
+@pytest.mark.parametrize("a", [_c(3, 3), _c(2, 3, 3)], ids=["complex", "stacked"])
+def test_complex_eigh_vectors(a):
+    # not Hermitian on purpose: eigh reads the lower triangle (Im of the diagonal unread)
+    check_complex(_eigh_invariants, {"a": a}, ["a"])
+    check_transpose_re(_eigh_invariants, {"a": a}, ["a"])
+    check_complex(lambda a: la.eigh(a, UPLO="U")[1] * la.eigh(a, UPLO="U")[1].conj(), {"a": a}, ["a"])
+
+
+def test_complex_eigh_gauge():
+    a, da = _c(3, 3), _c(3, 3)
+    h = np.tril(da) + np.tril(da, -1).conj().T
+    h = h - 1j * np.diag(np.imag(np.diag(h)))
+    w, v = la.eigh(a)
+    dv = trace(lambda a: la.eigh(a)[1], {"a": a}, ["a"]).jvp({"a": da})
+    x = v.conj().T @ dv  # anti-Hermitian (V stays unitary) with a zero diagonal (the phase convention)
+    np.testing.assert_allclose(x + x.conj().T, 0, atol=1e-12)
+    np.testing.assert_allclose(np.diag(x), 0, atol=1e-12)
+    dw = trace(lambda a: la.eigh(a)[0], {"a": a}, ["a"]).jvp({"a": da})
+    np.testing.assert_allclose(dw, np.real(np.diag(v.conj().T @ h @ v)), atol=1e-12)  # closed form
