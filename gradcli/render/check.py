@@ -61,8 +61,8 @@ MIN_NAME = 12
 
 class ChecksTable:
     """One row per check: every column where the screen is wide enough, else the columns of
-    ``DROPPED_FIRST`` dropped in turn, then the place cut to its file name, then it and the name cut short;
-    a screen too narrow for even that gets one block per check."""
+    ``DROPPED_FIRST`` dropped in turn, then the place cut to its file name (and the columns that then fit
+    taken back), then it and the name cut short; a screen too narrow for even that gets one block per check."""
 
     def __init__(self, report: CheckReport, taylor: bool):
         self.report, self.taylor = report, taylor
@@ -76,15 +76,23 @@ class ChecksTable:
             dropped.add(col)
             table = _checks_table(self.report, dropped)
         table = _checks_table(self.report, dropped, short=True)
+        # the file names leave room: the columns dropped last come back where they fit
+        for col in reversed(DROPPED_FIRST):
+            if col == "taylor slope" and not self.taylor:
+                continue
+            wider = _checks_table(self.report, dropped - {col}, short=True)
+            if wider.width() <= width:
+                dropped, table = dropped - {col}, wider
         names = max(len(r.name) for r in self.report.checks)
         places = max(len(_file_line(r)) for r in self.report.checks)
         over = table.width() - width
-        # the name is the check's identity: the place is cut first
-        cut_places = min(max(over, 0), max(places - MIN_NAME, 0))
-        cut_names = min(max(over - cut_places, 0), max(names - MIN_NAME, 0))
-        if 0 < over <= cut_names + cut_places:  # else blocks, which show both whole
-            table = _checks_table(self.report, dropped, short=True, name_width=names - cut_names,
-                                  where_width=places - cut_places)
+        if 0 < over <= max(names - MIN_NAME, 0) + max(places - MIN_NAME, 0):  # else blocks, which show both whole
+            for _ in range(over):  # the longer of the two loses a column, the name on a tie
+                if names >= places and names > MIN_NAME:
+                    names -= 1
+                else:
+                    places -= 1
+            table = _checks_table(self.report, dropped, short=True, name_width=names, where_width=places)
         return table.lines(width, wrap_prose)
 
 

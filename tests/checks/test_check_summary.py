@@ -110,3 +110,15 @@ def test_no_title_when_every_wrong_entry_is_shown():
     r = _graded(e, np.ones(6))
     assert r.status == "fail" and len(r.mismatches) == 3
     assert "furthest past" not in result_text(r)
+
+
+def test_file_names_give_room_back_to_dropped_columns():
+    """Too narrow for the paths: the file names alone, and the kind and reference back where they fit."""
+    checks = [CheckResult(name=n, file=f"examples/bugs/{f}.py", line=9, kind="vjp", status="fail", mode="full",
+                          reference="traced_reverse", max_abs_error=1.5, max_rel_error=10.0)
+              for n, f in [("linear", "missing_transpose"), ("layernorm", "eps_mismatch")]]
+    header = _render(CheckReport(checks=checks), 80).splitlines()[1]
+    assert [c.strip() for c in header.strip("┃").split("┃")] == ["status", "check", "where", "kind", "max rel err"]
+    out = _render(CheckReport(checks=checks), 75).splitlines()
+    assert [c.strip() for c in out[1].strip("┃").split("┃")] == ["status", "check", "where", "kind", "rel err"]
+    assert "missing_transpose.py:9" in out[3] and "examples/bugs/" not in out[3]
