@@ -15,8 +15,8 @@ def _report(n=12) -> CheckReport:
     checks = []
     for k in range(n):
         failed = k % 3 == 1
-        r = CheckResult(name=f"attention_scores_variant_{k}_missing_transpose", file=f"examples/jax/models/deep/file{k}.py",
-                        line=10 + k, kind="vjp", status="fail" if failed else "pass", reference="jax_autodiff",
+        r = CheckResult(name=f"attention_scores_variant_{k}_missing_transpose",
+                        file=f"examples/jax/models/deep/file{k}.py", line=10 + k, kind="vjp", status="fail" if failed else "pass", reference="jax_autodiff",
                         mode="full", max_abs_error=0.5 * (k + 1) if failed else 1e-16,
                         max_rel_error=2.0 * (k + 1) if failed else 3e-15)
         if failed:
