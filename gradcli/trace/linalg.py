@@ -181,7 +181,7 @@ def cholesky_rule(a, *, upper=False):
 
 
 def qr_rule(a, mode="reduced"):
-    v, = plain(a)
+    v, = plain(a, complex_=True)
     res = np.linalg.qr(v, mode=mode)
     m, n = v.shape[-2:]
     refuse_if(mode not in ("reduced", "complete", "r"), f"mode={mode!r}")
@@ -190,18 +190,22 @@ def qr_rule(a, mode="reduced"):
     q, r = np.linalg.qr(v) if mode == "r" else res
     diag = np.abs(np.diagonal(r, axis1=-2, axis2=-1))
     refuse_if(diag <= near(r) * np.max(np.abs(r), axis=(-2, -1))[..., None], "a rank-deficient matrix")
+    eye = np.eye(n, dtype=bool)
 
-    def parts(t):  # C = Q^T dA R^-1 = Omega + dR R^-1, Omega antisymmetric: dR R^-1 = C - Omega
+    def parts(t):  # C = Q^H dA R^-1 = Omega + dR R^-1, Omega anti-Hermitian: dR R^-1 = C - Omega
         dar = mT(np.linalg.solve(mT(r), mT(t)))
-        c = mT(q) @ dar
+        c = mH(q) @ dar
         low = np.tril(c, -1)
-        return c - low + mT(low), dar
+        # Omega's diagonal is i Im(diag C): R's real diagonal stays real (JAX's rule)
+        up = c - low + mH(low)
+        return (up - 1j * np.imag(c) * eye if np.iscomplexobj(c) else up), dar
 
-    def back(gq, k):  # gA = (gQ + Q copyutl(K)) R^-T, K = gR R^T - Q^T gQ
-        x = q @ (np.triu(k) + mT(np.triu(k, 1))) + gq
-        return mT(np.linalg.solve(r, mT(x)))
+    def back(gq, k):  # gA = (gQ + Q copyutl(K)) R^-H, K = gR R^H - Q^H gQ: the adjoint of parts
+        u = np.triu(k) + mH(np.triu(k, 1))
+        x = q @ (u - 1j * np.imag(k) * eye if np.iscomplexobj(u) else u) + gq
+        return mH(np.linalg.solve(r, mH(x)))
 
-    r_node = node(res if mode == "r" else r, a, lambda t: parts(t)[0] @ r, lambda g: back(0, g @ mT(r)))
+    r_node = node(res if mode == "r" else r, a, lambda t: parts(t)[0] @ r, lambda g: back(0, g @ mH(r)))
     if mode == "r":
         return r_node
 
@@ -209,7 +213,7 @@ def qr_rule(a, mode="reduced"):
         up, dar = parts(t)
         return dar - q @ up
 
-    return _like(res, [node(q, a, q_jvp, lambda g: back(g, -(mT(q) @ g))), r_node])
+    return _like(res, [node(q, a, q_jvp, lambda g: back(g, -(mH(q) @ g))), r_node])
 
 
 def _eig_nodes(a, w, vecs, lower, vectors):

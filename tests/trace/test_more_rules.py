@@ -529,3 +529,12 @@ def test_complex_eigh_gauge():
     np.testing.assert_allclose(np.diag(x), 0, atol=1e-12)
     dw = trace(lambda a: la.eigh(a)[0], {"a": a}, ["a"]).jvp({"a": da})
     np.testing.assert_allclose(dw, np.real(np.diag(v.conj().T @ h @ v)), atol=1e-12)  # closed form
+
+
+@pytest.mark.parametrize("a", [_c(3, 3), _c(4, 3), _c(2, 4, 2)], ids=["square", "tall", "stacked"])
+def test_complex_qr(a):
+    # LAPACK returns R with a real diagonal (of either sign): that fixes the phases, and the rule keeps it real
+    check_complex(lambda a: la.qr(a)[0], {"a": a}, ["a"])
+    check_complex(lambda a: la.qr(a)[1], {"a": a}, ["a"])
+    check_complex(lambda a: la.qr(a, mode="r"), {"a": a}, ["a"])
+    check_transpose_re(lambda a: la.qr(a)[0] + la.qr(a)[1].sum(), {"a": a}, ["a"])
