@@ -10,7 +10,8 @@ import numpy as np
 
 from gradcli.trace.array import Traced, record, value_of
 from gradcli.trace.contract import near
-from gradcli.trace.linalg import (hermitian_adjoint, hermitian_of, mH, mT, node, plain, refuse_if, separated,
+from gradcli.trace.linear import for_parent
+from gradcli.trace.linalg import (hermitian_adjoint, hermitian_of, mH, node, plain, refuse_if, separated,
                                   sv_node)
 
 
@@ -78,42 +79,45 @@ def _chain(*ms):
 
 
 def lstsq_rule(a, b, *args, **kwargs):
-    av, bv = plain(a, b)
+    av, bv = plain(a, b, complex_=True)
     x, resid, rank, s = np.linalg.lstsq(av, bv, *args, **kwargs)
     _full_rank(s, _LSTSQ.bind(av, bv, *args, **kwargs).arguments.get("rcond"))
     vec = bv.ndim == 1
     x2, b2 = (x[:, None], bv[:, None]) if vec else (x, bv)
     r2 = b2 - av @ x2
     p = np.linalg.pinv(av)
-    pt, ta_on, tb_on = mT(p), isinstance(a, Traced), isinstance(b, Traced)
+    pt, ta_on, tb_on = mH(p), isinstance(a, Traced), isinstance(b, Traced)
     parents = [q for q in (a, b) if isinstance(q, Traced)]
 
     def split(ts):
         tb = ts[-1] if tb_on else None
         return (ts[0] if ta_on else None), (None if tb is None else np.reshape(tb, b2.shape))
 
+    def out(ga, gb):  # each parent's cotangent: a real one's real part
+        return (([for_parent(ga, av.dtype)] if ta_on else [])
+                + ([for_parent(np.reshape(gb, bv.shape), bv.dtype)] if tb_on else []))
+
     def x_jvp(ts):  # x = A^+ b: dx = dA^+ b + A^+ db, with dA^+ as in pinv_rule
         ta, tb = split(ts)
         dx = 0 if tb is None else p @ tb
         if ta is not None:
-            w = mT(ta) @ (pt @ x2)
-            dx = dx - p @ (ta @ x2) + p @ (pt @ (mT(ta) @ r2)) + w - p @ (av @ w)
+            w = mH(ta) @ (pt @ x2)
+            dx = dx - p @ (ta @ x2) + p @ (pt @ (mH(ta) @ r2)) + w - p @ (av @ w)
         return dx[:, 0] if vec else dx
 
     def x_vjp(g):
         g = np.reshape(g, x2.shape)
         gb = pt @ g
-        ga = -gb @ x2.T + r2 @ (p @ gb).T + (pt @ x2) @ (g - p @ (av @ g)).T
-        return ([ga] if ta_on else []) + ([np.reshape(gb, bv.shape)] if tb_on else [])
+        return out(-gb @ mH(x2) + r2 @ mH(p @ gb) + (pt @ x2) @ mH(g - p @ (av @ g)), gb)
 
-    def r_jvp(ts):  # d |b - A x|^2 = 2 r^T (db - dA x), as A^T r = 0 at the solution
+    def r_jvp(ts):  # d |b - A x|^2 = 2 Re(r^H (db - dA x)), as A^H r = 0 at the solution
         ta, tb = split(ts)
         d = (0 if tb is None else tb) - (0 if ta is None else ta @ x2)
-        return 2 * np.sum(r2 * d, axis=0)
+        return 2 * np.real(np.sum(np.conjugate(r2) * d, axis=0))
 
     def r_vjp(g):
-        gb = 2 * r2 * np.asarray(g)
-        return ([-gb @ x2.T] if ta_on else []) + ([np.reshape(gb, bv.shape)] if tb_on else [])
+        gb = 2 * r2 * np.real(np.asarray(g))
+        return out(-gb @ mH(x2), gb)
 
     if ta_on:
         separated(s, "singular values")

@@ -538,3 +538,14 @@ def test_complex_qr(a):
     check_complex(lambda a: la.qr(a)[1], {"a": a}, ["a"])
     check_complex(lambda a: la.qr(a, mode="r"), {"a": a}, ["a"])
     check_transpose_re(lambda a: la.qr(a)[0] + la.qr(a)[1].sum(), {"a": a}, ["a"])
+
+
+@pytest.mark.parametrize("a, b", [(_c(4, 2), _c(4)), (_c(5, 3), _c(5, 2)), (_c(4, 2), rng.normal(size=4)),
+                                  (rng.normal(size=(4, 2)), _c(4)), (_c(2, 4), _c(2))],
+                         ids=["tall-vector", "tall-matrix", "real-b", "real-a", "wide"])
+def test_complex_lstsq(a, b):
+    for k in (0, 1):
+        if k == 1 and a.shape[0] <= a.shape[1]:
+            continue  # numpy gives residuals only for a tall A
+        check_complex(lambda a, b, k=k: la.lstsq(a, b)[k], {"a": a, "b": b}, ["a", "b"])
+        check_transpose_re(lambda a, b, k=k: la.lstsq(a, b)[k], {"a": a, "b": b}, ["a", "b"])
