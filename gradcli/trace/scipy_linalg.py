@@ -1,10 +1,11 @@
 """scipy.linalg's factorizations and general-matrix functions.
 
-* compositions (:func:`general_rules`: solve, inv, det, pinv, eigvals, cholesky, cho_solve, lu_solve):
+* compositions (:func:`general_rules`: solve, inv, det, pinv, eigvals, eigvalsh, svdvals, norm,
+  cholesky, cho_solve, lu_solve, block_diag, toeplitz, hankel, circulant):
   numpy's traced calls on the matrix scipy reads; :mod:`gradcli.trace.special` keeps scipy's value and
   takes the derivative from them (numpy.linalg's rules, :mod:`gradcli.trace.linalg`);
 * rules of the original (:func:`direct_rules`): lu with its own jvp and vjp (refused at tied pivots,
-  where P jumps), and svd, cho_factor and lu_factor built on numpy's and lu's nodes.
+  where P jumps), and svd, eigh, qr, cho_factor and lu_factor built on numpy's and lu's nodes.
 """
 from __future__ import annotations
 
@@ -68,9 +69,19 @@ def _eigvals(a, b=None, overwrite_a=False, check_finite=True, homogeneous_eigval
     return np.linalg.eigvals(a)
 
 
+def _phases(vecs, target):
+    """The unit factor of each column of ``vecs`` (plain values) that gives ``target``'s column: scipy's
+    LAPACK call may choose another sign or phase for a vector than numpy's."""
+    k = target.shape[-1]
+    phase = np.sum(np.conjugate(vecs[..., :k]) * target, axis=-2)
+    if not np.allclose(np.abs(phase), 1, rtol=0, atol=1e-6):
+        raise NotTraceable("scipy's vectors are not numpy's up to a phase")
+    return phase
+
+
 def _svd(original):
     """scipy.linalg.svd as numpy's traced svd, each singular pair turned by the constant phase (a sign,
-    for a real matrix) that takes numpy's vectors to scipy's: another LAPACK call may choose others."""
+    for a real matrix) that takes numpy's vectors to scipy's."""
     def rule(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=True,
              lapack_driver="gesdd"):
         value = original(value_of(a), full_matrices, compute_uv, check_finite=check_finite,
@@ -79,12 +90,50 @@ def _svd(original):
         if not compute_uv:
             return with_value(res, value)
         (u, s, vt), (us, ss, vts) = res, value
-        k = s.shape[-1]
-        phase = np.sum(np.conjugate(value_of(u)[..., :k]) * us[..., :k], axis=-2)
-        if not np.allclose(np.abs(phase), 1, rtol=0, atol=1e-6):
-            raise NotTraceable("scipy's singular vectors are not numpy's up to a phase")
+        phase = _phases(value_of(u), us[..., :s.shape[-1]])
         return (with_value(u * phase[..., None, :], us), with_value(s, ss),
                 with_value(np.conjugate(phase)[..., :, None] * vt, vts))
+
+    return rule
+
+
+def _eigh(original):
+    """scipy.linalg.eigh of one matrix (no b, no subset) as numpy's traced eigh of the same triangle,
+    each vector turned to scipy's phase."""
+    def rule(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwrite_b=False, type=1,
+             check_finite=True, subset_by_index=None, subset_by_value=None, driver=None):
+        if b is not None or subset_by_index is not None or subset_by_value is not None:
+            raise NotTraceable("b= or a subset")
+        square(a)
+        value = original(value_of(a), lower=lower, eigvals_only=eigvals_only, check_finite=check_finite,
+                         driver=driver)
+        w, v = np.linalg.eigh(a, "L" if lower else "U")
+        if eigvals_only:
+            return with_value(w, value)
+        return with_value(w, value[0]), with_value(v * _phases(value_of(v), value[1])[None, :], value[1])
+
+    return rule
+
+
+def _qr(original):
+    """scipy.linalg.qr without pivoting as numpy's traced qr (full: 'complete', economic: 'reduced'),
+    R's rows and Q's columns turned to scipy's signs (phases)."""
+    def rule(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_finite=True):
+        if pivoting or mode not in ("full", "economic", "r"):
+            raise NotTraceable("pivoting= or mode=" + repr(mode))
+        if np.ndim(value_of(a)) != 2:
+            raise NotTraceable("not a 2-d matrix")
+        value = original(value_of(a), mode=mode, check_finite=check_finite)
+        q, r = np.linalg.qr(a, "complete" if mode == "full" else "reduced")
+        rs = value[0] if mode == "r" else value[1]
+        k = min(np.shape(value_of(r)))
+        d = np.diagonal(value_of(r))[:k]
+        phase = np.where(d == 0, 1, np.diagonal(rs)[:k] / np.where(d == 0, 1, d))
+        r2 = np.concatenate([phase[:, None] * r[:k], r[k:]])
+        if mode == "r":  # R of the full factorization: below the reduced one's rows, zeros
+            return (with_value(np.pad(r2, ((0, rs.shape[0] - r2.shape[0]), (0, 0))), rs),)
+        r2 = with_value(r2, rs)
+        return with_value(np.concatenate([q[:, :k] * np.conjugate(phase), q[:, k:]], axis=1), value[0]), r2
 
     return rule
 
@@ -219,10 +268,70 @@ def _lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
 
 def direct_rules() -> dict:
     """scipy.linalg attribute -> rule factory of the original."""
-    return {"svd": _svd, "lu": _lu, "cho_factor": _cho_factor, "lu_factor": _lu_factor}
+    return {"svd": _svd, "eigh": _eigh, "qr": _qr, "lu": _lu, "cho_factor": _cho_factor, "lu_factor": _lu_factor}
+
+
+def _eigvalsh(a, b=None, *, lower=True, overwrite_a=False, overwrite_b=False, type=1, check_finite=True,
+              subset_by_index=None, subset_by_value=None, driver=None):
+    if b is not None or subset_by_index is not None or subset_by_value is not None:
+        raise NotTraceable("b= or a subset")
+    square(a)
+    return np.linalg.eigvalsh(a, "L" if lower else "U")
+
+
+def _norm(a, ord=None, axis=None, keepdims=False, check_finite=True):
+    return np.linalg.norm(a, ord, axis, keepdims)
+
+
+def _svdvals(a, overwrite_a=False, check_finite=True):
+    return np.linalg.svd(a, compute_uv=False)
+
+
+def _block_diag(*arrs):
+    """Each block padded into its place: the gathers of np.pad, summed."""
+    blocks = [np.atleast_2d(x) for x in arrs]
+    shapes = [np.shape(value_of(x)) for x in blocks]
+    if any(len(sh) != 2 for sh in shapes):
+        raise NotTraceable("a block of more than 2 dimensions")
+    rows, cols = sum(sh[0] for sh in shapes), sum(sh[1] for sh in shapes)
+    out, r, c = np.zeros((rows, cols)), 0, 0
+    for x, (m, n) in zip(blocks, shapes):
+        out = out + np.pad(x, ((r, rows - r - m), (c, cols - c - n)))
+        r, c = r + m, c + n
+    return out
+
+
+def _vector(v, name):
+    if np.ndim(value_of(v)) != 1:
+        raise NotTraceable(f"{name} not a vector")
+    return v
+
+
+def _toeplitz(c, r=None):
+    c = _vector(c, "c")
+    r = np.conjugate(c) if r is None else _vector(r, "r")
+    m, n = np.shape(value_of(c))[0], np.shape(value_of(r))[0]
+    vals = np.concatenate([c[::-1], r[1:]])  # out[i, j] = vals[m - 1 - i + j]
+    return vals[m - 1 - np.arange(m)[:, None] + np.arange(n)[None, :]]
+
+
+def _hankel(c, r=None):
+    c = _vector(c, "c")
+    m = np.shape(value_of(c))[0]
+    r = np.zeros(m) if r is None else _vector(r, "r")
+    vals = np.concatenate([c, r[1:]])  # out[i, j] = vals[i + j]
+    return vals[np.arange(m)[:, None] + np.arange(np.shape(value_of(r))[0])[None, :]]
+
+
+def _circulant(c):
+    c = _vector(c, "c")
+    n = np.shape(value_of(c))[0]
+    return c[(np.arange(n)[:, None] - np.arange(n)[None, :]) % n]
 
 
 def general_rules() -> dict:
     """scipy.linalg attribute -> composition."""
     return {"solve": _solve, "inv": _inv, "det": _det, "pinv": _pinv, "eigvals": _eigvals, "cholesky": _cholesky,
-            "cho_solve": _cho_solve, "lu_solve": _lu_solve}
+            "cho_solve": _cho_solve, "lu_solve": _lu_solve, "eigvalsh": _eigvalsh, "norm": _norm,
+            "svdvals": _svdvals, "block_diag": _block_diag, "toeplitz": _toeplitz, "hankel": _hankel,
+            "circulant": _circulant}

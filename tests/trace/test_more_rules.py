@@ -283,6 +283,7 @@ G = rng.normal(size=(3, 3)) + 3 * np.eye(3)
 SPD = G @ G.T + np.eye(3)
 NOT_SYM = SPD + np.triu(rng.normal(size=(3, 3)), 1)  # the lower triangle is SPD's: what lower=True reads
 B2 = rng.normal(size=(3, 2))
+T4 = rng.normal(size=(4, 3))
 
 
 @pytest.mark.parametrize("fn, inputs", [
@@ -549,3 +550,29 @@ def test_complex_lstsq(a, b):
             continue  # numpy gives residuals only for a tall A
         check_complex(lambda a, b, k=k: la.lstsq(a, b)[k], {"a": a, "b": b}, ["a", "b"])
         check_transpose_re(lambda a, b, k=k: la.lstsq(a, b)[k], {"a": a, "b": b}, ["a", "b"])
+
+
+@pytest.mark.parametrize("fn, a", [
+    (lambda a: sl.eigh(a)[1] * sl.eigh(a)[1][:1], SPD), (lambda a: sl.eigh(a, lower=False)[0], NOT_SYM.T),
+    (lambda a: sl.eigh(a, eigvals_only=True), NOT_SYM), (lambda a: sl.eigvalsh(a, lower=False), NOT_SYM.T),
+    (lambda a: sl.qr(a)[0], G), (lambda a: sl.qr(a)[1], G), (lambda a: sl.qr(a, mode="economic")[0], T4),
+    (lambda a: sl.qr(a, mode="r")[0], T4), (lambda a: sl.norm(a, 2), G), (lambda a: sl.svdvals(a), T4),
+    (lambda a: sl.block_diag(a, a[0], 2.0, a[:2, :1]), G), (lambda a: sl.toeplitz(a[0], a[1]), G),
+    (lambda a: sl.toeplitz(a[:, 0]), G), (lambda a: sl.hankel(a[0], a[1, :2]), G),
+    (lambda a: sl.hankel(a[0]), G), (lambda a: sl.circulant(a[0]), G),
+], ids=["eigh-vectors", "eigh-upper", "eigh-values-only", "eigvalsh-upper", "qr-q", "qr-r", "qr-economic",
+        "qr-r-mode-tall", "norm2", "svdvals", "block_diag", "toeplitz", "toeplitz-c", "hankel", "hankel-c",
+        "circulant"])
+def test_more_scipy_linalg(fn, a):
+    # eigenvectors times their first row: free of the sign LAPACK picks (which may flip as A moves)
+    t = check_against_numerics(fn, {"a": a}, ["a"])
+    np.testing.assert_array_equal(t.value, fn(a))  # scipy's own values
+    check_transpose(fn, {"a": a}, ["a"])
+
+
+def test_scipy_eigh_and_qr_complex():
+    a = _c(3, 3)
+    h = a @ a.conj().T + np.eye(3)
+    check_complex(lambda a: np.abs(sl.eigh(a)[1]) ** 2, {"a": h}, ["a"])
+    check_complex(lambda a: sl.qr(a)[0], {"a": a}, ["a"])  # R's real diagonal fixes the phases
+    np.testing.assert_array_equal(trace(lambda a: sl.qr(a)[1], {"a": a}, ["a"]).value, sl.qr(a)[1])
