@@ -37,8 +37,20 @@ def _custom(fn) -> bool:
     return bool(kinds) and isinstance(fn, kinds)
 
 
+def _unwrapped(fn):
+    """The function under ``jax.jit`` (or functools.wraps) wrappers: a jitted custom rule is still one."""
+    for _ in range(8):
+        if _custom(fn):  # a custom rule wraps its own primal: stop at the rule
+            break
+        inner = getattr(fn, "__wrapped__", None)
+        if inner is None or inner is fn:
+            break
+        fn = inner
+    return fn
+
+
 def detects(fn) -> bool:
-    return _custom(fn)
+    return _custom(fn) or _custom(_unwrapped(fn))
 
 
 def display_name(fn) -> str:

@@ -316,3 +316,22 @@ def test_torchs_options_from_the_project_or_command_line_leave_jax_checks_alone(
     assert run_check(spec, {"autocast": "bf16", "device": "cuda"}).status == "pass"  # --autocast, [tool.gradcli]
     with pytest.raises(BadInput, match="applies to torch checks only"):
         build_spec(softplus, x=(5,), autocast="bf16")  # set on the check itself: refused
+
+
+def test_a_jitted_custom_rule_is_still_a_jax_check():
+    # jax.jit(rule) hides the custom_vjp behind a PjitFunction: it is checked as the rule it wraps,
+    # not skipped as a numpy function
+    from gradcli.checks.registry import build_spec
+    from gradcli.checks.runner import run_check
+
+    def softplus_with(bwd_sign):
+        @jax.custom_vjp
+        def softplus(x):
+            return jnp.log1p(jnp.exp(x))
+        softplus.defvjp(lambda x: (softplus(x), x), lambda x, g: (g * jax.nn.sigmoid(bwd_sign * x),))
+        return softplus
+
+    right = run_check(build_spec(jax.jit(softplus_with(1.0)), x=(4,)), {})
+    wrong = run_check(build_spec(jax.jit(softplus_with(-1.0)), x=(4,)), {})
+    assert right.status == "pass" and right.kind == "vjp", right.message
+    assert wrong.status == "fail", wrong.message
