@@ -26,6 +26,7 @@ from gradcli.trace.linear import for_parent
 from gradcli.trace.scipy_linalg import direct_rules, general_rules, square
 
 _LOG_2 = math.log(2)
+_LOG_PI = math.log(math.pi)
 
 
 def real_only(*xs):
@@ -54,26 +55,74 @@ def _standard(sc):
         m = np.abs(z)  # the density is symmetric: exp(-|z|) does not overflow
         return -m - 2 * np.log1p(np.exp(-m))
 
+    def laplace_ppf(q):
+        qv = value_of(q)
+        return np.where(qv < 0.5, np.log(2 * np.where(qv < 0.5, q, 0.25)),
+                        -np.log(2 * (1 - np.where(qv < 0.5, 0.75, q))))
+
+    def gennorm_cdf(z, b):
+        return 0.5 + 0.5 * np.sign(value_of(z)) * sc.gammainc(1 / b, np.abs(z) ** b)
+
     unit = lambda z: (value_of(z) >= 0) & (value_of(z) <= 1)  # noqa: E731
     positive = lambda z: value_of(z) >= 0  # noqa: E731
+    # sf, ppf and isf are given where 1 - cdf would lose the tail or the inverse has a closed form
     return {
-        "t": (1, None, {"logpdf": t_logpdf, "cdf": lambda z, df: sc.stdtr(df, z)}),
+        "t": (1, None, {"logpdf": t_logpdf, "cdf": lambda z, df: sc.stdtr(df, z),
+                        "sf": lambda z, df: sc.stdtr(df, -z)}),
         "beta": (2, unit, {"logpdf": lambda z, a, b: sc.xlogy(a - 1, z) + sc.xlog1py(b - 1, -z)
-                           - sc.betaln(a, b), "cdf": lambda z, a, b: sc.betainc(a, b, z)}),
+                           - sc.betaln(a, b), "cdf": lambda z, a, b: sc.betainc(a, b, z),
+                           "sf": lambda z, a, b: sc.betainc(b, a, 1 - z),
+                           "ppf": lambda q, a, b: sc.betaincinv(a, b, q)}),
         "gamma": (1, positive, {"logpdf": lambda z, a: sc.xlogy(a - 1, z) - z - sc.gammaln(a),
-                                "cdf": lambda z, a: sc.gammainc(a, z)}),
+                                "cdf": lambda z, a: sc.gammainc(a, z), "sf": lambda z, a: sc.gammaincc(a, z),
+                                "ppf": lambda q, a: sc.gammaincinv(a, q),
+                                "isf": lambda q, a: sc.gammainccinv(a, q)}),
         "chi2": (1, positive, {"logpdf": lambda z, k: sc.xlogy(k / 2 - 1, z) - z / 2 - sc.gammaln(k / 2)
-                               - k / 2 * _LOG_2, "cdf": lambda z, k: sc.gammainc(k / 2, z / 2)}),
+                               - k / 2 * _LOG_2, "cdf": lambda z, k: sc.gammainc(k / 2, z / 2),
+                               "sf": lambda z, k: sc.gammaincc(k / 2, z / 2),
+                               "ppf": lambda q, k: 2 * sc.gammaincinv(k / 2, q),
+                               "isf": lambda q, k: 2 * sc.gammainccinv(k / 2, q)}),
         "expon": (0, positive, {"logpdf": lambda z: -z, "cdf": lambda z: -np.expm1(-z),
-                                "logcdf": lambda z: np.log(-np.expm1(-z))}),
-        "laplace": (0, None, {"logpdf": lambda z: -np.abs(z) - _LOG_2, "cdf": laplace_cdf}),
-        "logistic": (0, None, {"logpdf": logistic_logpdf, "cdf": sc.expit, "logcdf": sc.log_expit}),
+                                "logcdf": lambda z: np.log(-np.expm1(-z)), "sf": lambda z: np.exp(-z),
+                                "logsf": lambda z: -z, "ppf": lambda q: -np.log1p(-q),
+                                "isf": lambda q: -np.log(q)}),
+        "laplace": (0, None, {"logpdf": lambda z: -np.abs(z) - _LOG_2, "cdf": laplace_cdf,
+                              "sf": lambda z: laplace_cdf(-z), "ppf": laplace_ppf,
+                              "isf": lambda q: -laplace_ppf(q)}),
+        "logistic": (0, None, {"logpdf": logistic_logpdf, "cdf": sc.expit, "logcdf": sc.log_expit,
+                               "sf": lambda z: sc.expit(-z), "logsf": lambda z: sc.log_expit(-z),
+                               "ppf": sc.logit, "isf": lambda q: -sc.logit(q)}),
+        "cauchy": (0, None, {"logpdf": lambda z: -np.log1p(z * z) - _LOG_PI,
+                             "cdf": lambda z: 0.5 + np.arctan(z) / math.pi,
+                             "sf": lambda z: 0.5 - np.arctan(z) / math.pi,
+                             "ppf": lambda q: np.tan(math.pi * (q - 0.5)),
+                             "isf": lambda q: -np.tan(math.pi * (q - 0.5))}),
+        "uniform": (0, unit, {"logpdf": lambda z: 0 * z, "cdf": lambda z: 1 * z, "sf": lambda z: 1 - z,
+                              "ppf": lambda q: 1 * q, "isf": lambda q: 1 - q}),
+        "gennorm": (1, None, {"logpdf": lambda z, b: np.log(b) - _LOG_2 - sc.gammaln(1 / b) - np.abs(z) ** b,
+                              "cdf": gennorm_cdf, "sf": lambda z, b: gennorm_cdf(-z, b)}),
     }
 
 
+def _tail(kind, std, support, z, shapes):
+    """cdf, logcdf, sf or logsf at the standardised z: the family's own form, else from the cdf (sf as
+    1 - cdf, the log of either), constant outside the support (0 and 1, or their logs)."""
+    base = "sf" if kind in ("sf", "logsf") else "cdf"
+    if kind in std:
+        out = std[kind](z, *shapes)
+    else:
+        f = std[base](z, *shapes) if base in std else 1 - std["cdf"](z, *shapes)
+        out = np.log(f) if kind.startswith("log") else f
+    if support is not None:  # below the support the cdf is 0, above it 1 (the sf the other way)
+        low, high = (0.0, 1.0) if base == "cdf" else (1.0, 0.0)
+        low, high = (np.log(low), np.log(high)) if kind.startswith("log") else (low, high)
+        out = np.where(value_of(z) < 0, low, np.where(support(z), out, high))
+    return out
+
+
 def _continuous(kind, names, support, std):
-    """``kind`` (logpdf, pdf, cdf, logcdf) of a location-scale family with shape parameters ``names``
-    from its standard form."""
+    """``kind`` (logpdf, pdf, cdf, logcdf, sf, logsf, ppf, isf) of a location-scale family with shape
+    parameters ``names`` from its standard form."""
     nshapes = len(names)
 
     def compose(x, *args, **kw):
@@ -88,15 +137,13 @@ def _continuous(kind, names, support, std):
         real_only(x, loc, scale, *shapes)
         if np.any(np.asarray(value_of(scale)) <= 0):
             raise NotTraceable("scale <= 0: scipy's value is nan")
-        z = (x - loc) / scale
         with np.errstate(divide="ignore", invalid="ignore"):
-            if kind in ("cdf", "logcdf"):
-                out = std[kind](z, *shapes) if kind in std else np.log(std["cdf"](z, *shapes))
-                if support is not None:  # below the support 0, above it 1 (the cdf is flat there)
-                    zv = value_of(z)
-                    low, high = (0.0, 1.0) if kind == "cdf" else (-np.inf, 0.0)
-                    out = np.where(zv < 0, low, np.where(support(z), out, high))
-                return out
+            if kind in ("ppf", "isf"):  # x is the probability q
+                inverse = std.get(kind) or (lambda q, *a: std["ppf"](1 - q, *a))
+                return loc + scale * inverse(x, *shapes)
+            z = (x - loc) / scale
+            if kind in ("cdf", "logcdf", "sf", "logsf"):
+                return _tail(kind, std, support, z, shapes)
             out = std["logpdf"](z, *shapes) - np.log(scale)
             if support is not None:
                 out = np.where(support(z), out, -np.inf)
@@ -274,7 +321,8 @@ def composed(sc, st):
     """[(owner, name prefix, {attribute: composition})] for scipy's value with its derivative."""
     groups = [(sc, "scipy.special", {"multigammaln": _multigammaln(sc)})]
     for name, (nshapes, support, std) in _standard(sc).items():
-        dist, kinds = getattr(st, name), ("logpdf", "pdf", "cdf", "logcdf")
+        dist = getattr(st, name)
+        kinds = ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf") + (("ppf", "isf") if "ppf" in std else ())
         names = tuple(n.strip() for n in (dist.shapes or "").split(",") if n.strip())
         if len(names) != nshapes:  # another scipy's parametrisation: leave it to numerics
             continue

@@ -161,7 +161,7 @@ def log_softmax(x, axis=None):
 
 
 def _norm(kind, sc):
-    """scipy.stats.norm's ``kind`` (logpdf, pdf, cdf, logcdf) of x with loc and scale."""
+    """scipy.stats.norm's ``kind`` (logpdf, pdf, cdf, logcdf, sf, logsf, ppf, isf) of x with loc and scale."""
 
     def compose(x, loc=0.0, scale=1.0, **kw):
         if kw:
@@ -169,11 +169,13 @@ def _norm(kind, sc):
         _real(x, loc, scale)
         if np.any(np.asarray(value_of(scale)) <= 0):
             raise NotTraceable("scale <= 0: scipy's value is nan")
+        if kind in ("ppf", "isf"):  # x is the probability; isf(q) = ppf(1 - q) = -ndtri(q) exactly
+            return loc + scale * (sc.ndtri(x) if kind == "ppf" else -sc.ndtri(x))
         z = (x - loc) / scale
-        if kind == "cdf":
-            return sc.ndtr(z)
-        if kind == "logcdf":
-            return sc.log_ndtr(z)
+        tails = {"cdf": sc.ndtr, "logcdf": sc.log_ndtr, "sf": lambda z: sc.ndtr(-z),
+                 "logsf": lambda z: sc.log_ndtr(-z)}
+        if kind in tails:
+            return tails[kind](z)
         logpdf = -0.5 * (z * z) - np.log(scale) - 0.5 * _LOG_2PI
         return np.exp(logpdf) if kind == "pdf" else logpdf
 
@@ -275,7 +277,8 @@ def _python_level(sc, st):
     groups = [(sc, "scipy.special", {"polygamma": poly, "logsumexp": level(logsumexp), "zeta": special_more.zeta_rule,
                                      "softmax": level(softmax), "log_softmax": level(log_softmax)}),
               (st.norm, "scipy.stats.norm",
-               {k: level(_norm(k, sc)) for k in ("logpdf", "pdf", "cdf", "logcdf")}),
+               {k: level(_norm(k, sc)) for k in ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf", "ppf",
+                                                 "isf")}),
               (st.multivariate_normal, "scipy.stats.multivariate_normal",
                {**{k: level(_mvn(k, st)) for k in ("logpdf", "pdf")}, "entropy": level(_mvn_entropy)})]
     groups += [(owner, prefix, {k: level(c) for k, c in attrs.items()})

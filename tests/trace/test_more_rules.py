@@ -576,3 +576,38 @@ def test_scipy_eigh_and_qr_complex():
     check_complex(lambda a: np.abs(sl.eigh(a)[1]) ** 2, {"a": h}, ["a"])
     check_complex(lambda a: sl.qr(a)[0], {"a": a}, ["a"])  # R's real diagonal fixes the phases
     np.testing.assert_array_equal(trace(lambda a: sl.qr(a)[1], {"a": a}, ["a"]).value, sl.qr(a)[1])
+
+
+# --- scipy.stats: tails, quantiles, more families -----------------------------------------------------------
+st = pytest.importorskip("scipy.stats")
+DISTRIBUTIONS = [("norm", ()), ("t", (3.5,)), ("beta", (2.0, 3.0)), ("gamma", (2.5,)), ("chi2", (3.0,)),
+                 ("expon", ()), ("laplace", ()), ("logistic", ()), ("cauchy", ()), ("uniform", ()),
+                 ("gennorm", (1.5,))]
+QUANTILES = {"norm", "beta", "gamma", "chi2", "expon", "laplace", "logistic", "cauchy", "uniform"}
+
+
+KINDS = [(name, shapes, kind) for name, shapes in DISTRIBUTIONS
+         for kind in ("sf", "logsf", "cdf", "logpdf") + (("ppf", "isf") if name in QUANTILES else ())]
+
+
+@pytest.mark.parametrize("name, shapes, kind", KINDS, ids=[f"{n}-{k}" for n, _, k in KINDS])
+def test_distribution_tails_and_quantiles(name, shapes, kind):
+    dist = getattr(st, name)
+    loc, scale = np.array(0.2), np.array(1.3)
+    # for ppf/isf x is a probability; else points inside the support (loc + scale * [0.05 .. 0.9])
+    x = np.array([0.02, 0.3, 0.6, 0.97]) if kind in ("ppf", "isf") else loc + scale * np.array([0.05, 0.4, 0.9])
+
+    def f(x, loc, scale):  # looked up in the call: the trace substitutes the method while it runs
+        return getattr(dist, kind)(x, *shapes, loc=loc, scale=scale)
+
+    t = check_against_numerics(f, {"x": x, "loc": loc, "scale": scale}, ["x", "loc", "scale"])
+    np.testing.assert_array_equal(t.value, f(x, loc, scale))  # scipy's own value
+
+
+def test_distribution_tails_outside_the_support_and_far_out():
+    t = trace(lambda x: st.gamma.logsf(x, 2.0), {"x": np.array([-1.0, 80.0])}, ["x"])
+    # Q(2, x) = e^-x (1 + x): d log Q / dx = -x / (1 + x), and 0 below the support
+    np.testing.assert_allclose(t.jvp({"x": np.ones(2)}), [0.0, -80 / 81], rtol=1e-12)
+    t = trace(lambda x: st.norm.logsf(x), {"x": np.array([40.0])}, ["x"])  # where 1 - cdf is 0
+    np.testing.assert_allclose(t.jvp({"x": np.ones(1)}), [-40.024984], rtol=1e-6)  # -phi/Q ~ -(x + 1/x)
+    check_against_numerics(lambda b: st.gennorm.cdf(0.7, b), {"b": np.array([0.8, 1.5, 3.0])}, ["b"])
