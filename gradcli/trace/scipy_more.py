@@ -1,5 +1,5 @@
 """Rules for scipy's other python-level functions: scipy.stats' t, beta, gamma, chi2, expon, laplace,
-logistic, poisson and dirichlet, scipy.special.multigammaln, scipy.linalg's solve_triangular,
+logistic, cauchy, uniform, gennorm, poisson, bernoulli, geom, binom, nbinom, betabinom and dirichlet, scipy.special.multigammaln, scipy.linalg's solve_triangular,
 solve_banded, sqrtm, expm and solve_sylvester (the factorizations and general-matrix functions are
 :mod:`gradcli.trace.scipy_linalg`'s), scipy.signal.convolve and
 scipy.integrate.odeint (its rule is :mod:`gradcli.trace.integrate`'s).
@@ -167,6 +167,45 @@ def _poisson(kind, sc):
     return compose
 
 
+def _discrete_families(sc):
+    """name -> (parameters, which must stay plain, log pmf at an integer k in the support, that
+    support's test): k and loc are always plain."""
+    def log_choose(n, k):
+        return sc.gammaln(n + 1) - sc.gammaln(k + 1) - sc.gammaln(n - k + 1)
+
+    return {
+        "bernoulli": (("p",), (), lambda k, p: sc.xlogy(k, p) + sc.xlog1py(1 - k, -p), lambda k: k <= 1),
+        "geom": (("p",), (), lambda k, p: sc.xlog1py(k - 1, -p) + np.log(p), lambda k: k >= 1),
+        "binom": (("n", "p"), ("n",), lambda k, n, p: log_choose(n, k) + sc.xlogy(k, p) + sc.xlog1py(n - k, -p),
+                  lambda k, n: k <= n),
+        "nbinom": (("n", "p"), (), lambda k, n, p: sc.gammaln(n + k) - sc.gammaln(k + 1) - sc.gammaln(n)
+                   + sc.xlogy(n, p) + sc.xlog1py(k, -p), lambda k: True),
+        "betabinom": (("n", "a", "b"), ("n",), lambda k, n, a, b: log_choose(n, k) + sc.betaln(k + a, n - k + b)
+                      - sc.betaln(a, b), lambda k, n: k <= n),
+    }
+
+
+def _discrete(kind, names, plain, logpmf, support):
+    """logpmf or pmf of a discrete family (k integer, shifted by loc); -inf (0) off its support."""
+    def compose(k, *args, loc=0, **kw):
+        given = dict(zip(names + ("loc",), args), **kw)
+        if set(given) - set(names) - {"loc"} or any(n not in given for n in names):
+            raise NotTraceable("unknown or missing parameters")
+        loc = given.get("loc", loc)
+        params = [given[n] for n in names]
+        for name in ("k", "loc") + plain:
+            _plain(name, {"k": k, "loc": loc, **given}[name])
+        real_only(*params)
+        kk = np.asarray(k) - loc
+        fixed = [value_of(given[n]) for n in names if n in plain]
+        inside = (kk >= 0) & (kk == np.floor(kk)) & support(kk, *fixed)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = np.where(inside, logpmf(np.where(inside, kk, 0), *params), -np.inf)
+        return np.exp(out) if kind == "pmf" else out
+
+    return compose
+
+
 def _dirichlet(kind, sc):
     def compose(x, alpha):
         real_only(x, alpha)
@@ -328,6 +367,9 @@ def composed(sc, st):
             continue
         groups.append((dist, f"scipy.stats.{name}", {k: _continuous(k, names, support, std) for k in kinds}))
     groups.append((st.poisson, "scipy.stats.poisson", {k: _poisson(k, sc) for k in ("logpmf", "pmf", "cdf")}))
+    for name, (names, plain, logpmf, support) in _discrete_families(sc).items():
+        groups.append((getattr(st, name), f"scipy.stats.{name}",
+                       {k: _discrete(k, names, plain, logpmf, support) for k in ("logpmf", "pmf")}))
     groups.append((st.dirichlet, "scipy.stats.dirichlet", {k: _dirichlet(k, sc) for k in ("logpdf", "pdf")}))
     import scipy.linalg as sl
     groups.append((sl, "scipy.linalg", {"solve_triangular": _solve_triangular, "solve_banded": _solve_banded,

@@ -611,3 +611,29 @@ def test_distribution_tails_outside_the_support_and_far_out():
     t = trace(lambda x: st.norm.logsf(x), {"x": np.array([40.0])}, ["x"])  # where 1 - cdf is 0
     np.testing.assert_allclose(t.jvp({"x": np.ones(1)}), [-40.024984], rtol=1e-6)  # -phi/Q ~ -(x + 1/x)
     check_against_numerics(lambda b: st.gennorm.cdf(0.7, b), {"b": np.array([0.8, 1.5, 3.0])}, ["b"])
+
+
+DISCRETE = [("bernoulli", lambda p: (p,), [0, 1]), ("geom", lambda p: (p,), [1, 2, 6]),
+            ("binom", lambda p: (7, p), [0, 3, 7]), ("nbinom", lambda p: (2.5 + p, p), [0, 2, 9]),
+            ("betabinom", lambda p: (6, 1 + p, 3 * p), [0, 2, 6])]
+
+
+@pytest.mark.parametrize("kind", ["logpmf", "pmf"])
+@pytest.mark.parametrize("name, params, ks", DISCRETE, ids=[d[0] for d in DISCRETE])
+def test_discrete_distributions(name, params, ks, kind):
+    k = np.array(ks)
+
+    def f(p):
+        return getattr(getattr(st, name), kind)(k, *params(p))
+
+    p = np.full(k.shape, 0.35)
+    t = check_against_numerics(f, {"p": p}, ["p"])
+    np.testing.assert_array_equal(t.value, f(p))
+
+
+def test_discrete_off_the_support_and_plain_counts():
+    t = trace(lambda p: st.binom.logpmf(np.array([2, 9]), 7, p), {"p": np.array([0.4, 0.4])}, ["p"])
+    assert t.ok and t.value[1] == -np.inf
+    np.testing.assert_allclose(t.jvp({"p": np.ones(2)}), [2 / 0.4 - 5 / 0.6, 0.0])  # k/p - (n-k)/(1-p)
+    t = trace(lambda n: st.binom.logpmf(2, n, 0.4), {"n": np.array(7.0)}, ["n"])
+    assert not t.ok and "traced n" in t.problems[0]
