@@ -18,7 +18,7 @@ from typing import Callable
 
 import numpy as np
 
-from gradcli.trace import arrays, composites, fft, linalg, pinv, special
+from gradcli.trace import aliases, arrays, composites, fft, linalg, pinv, special
 from gradcli.trace import contract as c
 from gradcli.trace import rules as r
 from gradcli.trace import structural as s
@@ -76,7 +76,7 @@ def _build():
         np.take_along_axis: d(s.gather_rule(np.take_along_axis)), np.pad: d(s.pad_rule),
         np.where: d(s.where_rule), np.clip: d(s.clip_rule),
     })
-    for module in (linalg, pinv, special, fft, arrays, composites):  # each module's own table
+    for module in (linalg, pinv, special, fft, arrays, composites, aliases):  # each module's own table
         routes.update(module.routes(d))
     for f in (np.shape, np.ndim, np.size, np.zeros_like, np.ones_like, np.empty_like,
               np.argmax, np.argmin, np.argsort, np.nonzero, np.flatnonzero, np.argwhere, np.isclose,

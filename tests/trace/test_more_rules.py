@@ -637,3 +637,44 @@ def test_discrete_off_the_support_and_plain_counts():
     np.testing.assert_allclose(t.jvp({"p": np.ones(2)}), [2 / 0.4 - 5 / 0.6, 0.0])  # k/p - (n-k)/(1-p)
     t = trace(lambda n: st.binom.logpmf(2, n, 0.4), {"n": np.array(7.0)}, ["n"])
     assert not t.ok and "traced n" in t.problems[0]
+
+
+# --- numpy 2's array-API names, polynomial helpers, cond, tensorsolve/inv, copysign, modf, divmod -------------
+V4 = np.array([0.3, 1.7, 2.2, 0.9])
+W4 = np.array([-1.0, 2.0, -0.5, 0.4])
+ALIASES = {
+    "modf": lambda x: np.modf(x)[0] * x, "divmod": lambda x: np.divmod(x, 0.7)[1] + np.divmod(2.0, x)[1],
+    "copysign": lambda x: np.copysign(x, W4) + np.copysign(W4, x), "polyder": lambda x: np.polyder(x, 2),
+    "polyint": lambda x: np.polyint(x, 2, k=[1.0, 2.0]), "polymul": lambda x: np.polymul(x, x[:2]),
+    "poly": lambda x: np.poly(x), "roots": lambda x: np.abs(np.roots(x)) + np.real(np.roots(x)),
+    "cond": lambda x: np.linalg.cond(np.diag(x) + 1), "cond-1": lambda x: np.linalg.cond(np.outer(x, W4) + 3 * np.eye(4), 1),
+    "tensorsolve": lambda x: np.linalg.tensorsolve(np.diag(x + 1).reshape(4, 2, 2), x),
+    "tensorinv": lambda x: np.linalg.tensorinv(np.diag(x + 1).reshape(2, 2, 2, 2)),
+    "cumulative_sum": lambda x: np.cumulative_sum(x, include_initial=True),
+    "matrix_transpose": lambda x: np.matrix_transpose(np.outer(x, W4)), "vecdot": lambda x: np.vecdot(x, W4),
+    "linalg.outer": lambda x: np.linalg.outer(x, W4), "linalg.cross": lambda x: np.linalg.cross(x[:3], x[1:]),
+    "linalg.trace": lambda x: np.linalg.trace(np.outer(x, W4)),
+    "linalg.diagonal": lambda x: np.linalg.diagonal(np.outer(x, W4), offset=1),
+    "linalg.matmul": lambda x: np.linalg.matmul(np.outer(x, W4), x),
+    "linalg.tensordot": lambda x: np.linalg.tensordot(x, W4, axes=1), "linalg.vecdot": lambda x: np.linalg.vecdot(x, W4),
+}
+
+
+NUMPY2_ONLY = {"cumulative_sum", "matrix_transpose", "vecdot", "linalg.outer", "linalg.cross", "linalg.trace",
+               "linalg.diagonal", "linalg.matmul", "linalg.tensordot", "linalg.vecdot"}
+
+
+@pytest.mark.parametrize("name", [n for n in ALIASES if n not in NUMPY2_ONLY or hasattr(np, "cumulative_sum")])
+def test_numpy_aliases_and_helpers(name):
+    t = check_against_numerics(ALIASES[name], {"x": V4}, ["x"])
+    np.testing.assert_array_equal(t.value, ALIASES[name](V4))  # numpy's own value
+    check_transpose(ALIASES[name], {"x": V4}, ["x"])
+
+
+def test_roots_closed_form_and_refusal():
+    # roots of (x - r1)(x - r2) = x^2 - (r1 + r2) x + r1 r2: dr1/dc = -1 / (r1 - r2) for the constant term c
+    t = trace(lambda p: np.roots(p), {"p": np.array([1.0, -5.0, 6.0])}, ["p"])
+    got = dict(zip(np.round(t.value.real), t.jvp({"p": np.array([0.0, 0.0, 1.0])}).real))
+    np.testing.assert_allclose([got[3.0], got[2.0]], [-1.0, 1.0], rtol=1e-12)
+    t = trace(lambda p: np.roots(p), {"p": np.array([1.0, -5.0, 0.0])}, ["p"])
+    assert not t.ok and "trailing zero" in t.problems[0]
