@@ -1,6 +1,6 @@
 """numpy 2's array-API names (np.linalg.outer, matmul, tensordot, vecdot, trace, diagonal, cross,
 matrix_transpose; np.vecdot, np.matrix_transpose, np.cumulative_sum), the small polynomial helpers (polymul,
-polyder, polyint, poly, roots), cond, tensorsolve, tensorinv, and the ufuncs copysign, modf and divmod.
+polyder, polyint, poly, roots, polyfit), cond, tensorsolve, tensorinv, and the ufuncs copysign, modf and divmod.
 
 Each rule keeps numpy's own value and takes the derivative from the same function written as routed
 calls on the Traced arguments (``linear.with_value``, which refuses a composition of another shape or
@@ -84,6 +84,17 @@ def _roots(p):
     return np.linalg.eigvals(np.concatenate([top, np.eye(n - 1, n)]) if n > 1 else top)
 
 
+def _polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
+    """The least-squares fit on the Vandermonde matrix (numpy scales its columns first: the same
+    solution, other rounding); full= and cov= are left to numerics."""
+    if full or cov:
+        raise NotTraceable("full= or cov=")
+    lhs, rhs = np.vander(_one_d(x, "x"), deg + 1), y
+    if w is not None:
+        lhs, rhs = lhs * w[:, None], (rhs * w if np.ndim(value_of(y)) == 1 else rhs * w[:, None])
+    return np.linalg.lstsq(lhs, rhs, rcond=rcond)[0]
+
+
 def _cond(x, p=None):
     if p in (None, 2, -2):
         s = np.linalg.svd(x, compute_uv=False)
@@ -141,7 +152,7 @@ def routes(d) -> dict:
         "matrix_transpose": lambda x: np.swapaxes(x, -1, -2),
         "cumulative_sum": _cumulative_sum,
         "polymul": lambda a1, a2: np.convolve(_one_d(a1, "a1"), _one_d(a2, "a2")),
-        "polyder": _polyder, "polyint": _polyint, "poly": _poly, "roots": _roots,
+        "polyder": _polyder, "polyint": _polyint, "poly": _poly, "roots": _roots, "polyfit": _polyfit,
         "linalg.cond": _cond, "linalg.tensorsolve": _tensorsolve, "linalg.tensorinv": _tensorinv,
     }
     out = {}

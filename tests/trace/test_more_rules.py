@@ -671,6 +671,17 @@ def test_numpy_aliases_and_helpers(name):
     check_transpose(ALIASES[name], {"x": V4}, ["x"])
 
 
+@pytest.mark.parametrize("kw", [{}, {"w": np.arange(1.0, 6.0)}], ids=["plain", "weighted"])
+def test_polyfit_in_samples_and_values(kw):
+    x, y = np.array([0.0, 0.5, 1.3, 2.0, 3.1]), np.array([1.0, 0.2, -0.4, 2.0, 3.0])
+    t = check_against_numerics(lambda x, y: np.polyfit(x, y, 2, **kw), {"x": x, "y": y}, ["x", "y"])
+    np.testing.assert_array_equal(t.value, np.polyfit(x, y, 2, **kw))
+    # an exact line through the points: the slope's derivative in y is the least-squares weights
+    t = trace(lambda y: np.polyfit(x, y, 1), {"y": 2 * x + 1}, ["y"])
+    np.testing.assert_allclose(t.vjp(np.array([1.0, 0.0]))["y"], (x - x.mean()) / np.sum((x - x.mean()) ** 2),
+                               rtol=1e-10)
+
+
 def test_roots_closed_form_and_refusal():
     # roots of (x - r1)(x - r2) = x^2 - (r1 + r2) x + r1 r2: dr1/dc = -1 / (r1 - r2) for the constant term c
     t = trace(lambda p: np.roots(p), {"p": np.array([1.0, -5.0, 6.0])}, ["p"])
