@@ -24,7 +24,9 @@ from gradcli.checks.spec import OPTIONS
 #: Keys of ``[tool.gradcli]`` that are no check option: they govern the run (``gradcli check``).
 RUN_KEYS = ("timeout",)
 #: Every key ``[tool.gradcli]`` may hold.
-KEYS = (*OPTIONS, *RUN_KEYS)
+#: a check's own only: a reference implementation is a function, which a TOML file cannot hold
+CHECK_ONLY = ("reference",)
+KEYS = (*(k for k in OPTIONS if k not in CHECK_ONLY), *RUN_KEYS)
 
 
 def _toml():
