@@ -1,6 +1,7 @@
 import os
 import sys
 
+import pytest
 from hypothesis import settings
 
 # tests/strategies.py is shared by test modules in several folders
@@ -25,3 +26,15 @@ def pytest_collection_modifyitems(session, config, items):
     last = [i for i in items if "jax" in os.path.basename(str(i.fspath)) or "jax" in i.name]
     moved = {id(i) for i in last}
     items[:] = [i for i in items if id(i) not in moved] + last
+
+
+def pytest_collection_finish(session):
+    """A test module that starts JAX's runtime when it is imported (jax.default_backend(), an array op at
+    module level) makes every later model file run in a fresh interpreter instead of a fork: minutes
+    on the whole suite. Collection must leave it unstarted; the tests start it, last."""
+    if "jaxlib" not in sys.modules:
+        return
+    from jax._src import xla_bridge
+    if getattr(xla_bridge, "_backends", None):
+        raise pytest.UsageError("a test module started JAX's runtime when it was imported: start it inside "
+                                "the tests (see tests/kernels/test_pallas_jax_kernels.py)")

@@ -11,21 +11,30 @@ import pytest
 jax = pytest.importorskip("jax")
 pytest.importorskip("jax.experimental.pallas")
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "examples", "pallas"))
-
-import pallas_softmax  # noqa: E402 - the examples folder goes on the path first
-
 from gradcli.checks.registry import build_spec  # noqa: E402
 from gradcli.checks.runner import run_check  # noqa: E402
 
+HERE = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "examples", "pallas")
+
+
+def _example():
+    """The example module, imported when a test runs, not when the suite is collected: importing it
+    starts JAX's runtime (it asks for the default backend), after which every model file of every later
+    test would be checked in a fresh interpreter instead of a fork."""
+    if HERE not in sys.path:
+        sys.path.insert(0, HERE)
+    import pallas_softmax
+    return pallas_softmax
+
 
 def check(kernel, dtype, shape):
-    return run_check(build_spec(kernel, reference=pallas_softmax.softmax_reference, framework="jax", dtype=dtype,
+    return run_check(build_spec(kernel, reference=_example().softmax_reference, framework="jax", dtype=dtype,
                                 x=shape), {})
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_the_pallas_softmax_passes_and_its_low_precision_twin_fails(dtype):
+    pallas_softmax = _example()
     right = check(pallas_softmax.pallas_softmax, dtype, (8, 100))
     assert right.status == "pass", right.message
     wrong = check(pallas_softmax.pallas_softmax_low_acc, dtype, (64, 512))
