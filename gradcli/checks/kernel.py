@@ -29,7 +29,7 @@ from gradcli.core.errors import BadInput
 from gradcli.checks.context import EPS, TINY, Outcome, Verdict
 from gradcli.checks.interrupt import raised_by_user_code
 from gradcli.checks.kernel_options import FACTOR
-from gradcli.checks.kernel_runs import Runner
+from gradcli.checks.kernel_runs import Runner, module_parameters
 from gradcli.checks.registry import materialize
 from gradcli.checks.under_test import user_traceback
 from gradcli.checks import framework as frameworks
@@ -88,9 +88,10 @@ def _reference_verdict(spec, opts: dict, run_check) -> Verdict | None:
     """The reference checked in float64 as any check is; None when it passes."""
     options = {k: v for k, v in opts.items() if k in ("framework", "seed", "domain", "wrt", "output", "device")}
     ref_spec = dataclasses.replace(spec, name=f"{spec.name} reference", fn=opts["reference"],
+                                   inputs={**spec.inputs, **module_parameters(spec.fn)},
                                    options={**options, "dtype": "float64"}, grad=None, vjp=None, hvp=None)
     # only inputs given as shapes or plain numbers make a key (a given array's repr elides its middle)
-    plain = all(isinstance(v, (tuple, int, float)) for v in spec.inputs.values())
+    plain = all(isinstance(v, (tuple, int, float)) for v in spec.inputs.values()) and not module_parameters(spec.fn)
     try:
         key = (opts["reference"], repr(spec.inputs), repr(sorted(options.items()))) if plain else None
         hash(key)
@@ -121,6 +122,7 @@ def check(spec, opts: dict, run_check) -> Outcome:
         return Outcome(verdict=verdict)
     target = frameworks.target_of(framework)
     point = materialize(target.as_arrays(spec.inputs), int(opts.get("seed", 0)), opts.get("domain"), np.float64)
+    point.update(module_parameters(spec.fn))  # a module's parameters are inputs, as for the reference
     wrt = tuple(opts.get("wrt") or [k for k, v in point.items() if np.asarray(v).dtype.kind == "f"])
     runner = Runner(framework, point, wrt, opts.get("device") or "cpu", int(opts.get("seed", 0)), opts.get("output"))
     runner = dataclasses.replace(runner, inputs=runner.rounded(point, dtype))

@@ -7,6 +7,8 @@ The criterion that compares the runs is :mod:`gradcli.checks.kernel`; nothing he
 """
 from __future__ import annotations
 
+import copy
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,16 +50,41 @@ class Runner:
         return {k: jax_target.rounded(jnp, v, jnp.dtype(dtype)) for k, v in values.items()}
 
 
+def module_parameters(target) -> dict:
+    """A torch module kernel's parameters that require grad, by name, as float64 numpy (else {}): they are
+    inputs of the kernel check, handed to the reference by name."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(target, torch.nn.Module):
+        return {}
+    return {n: p.detach().cpu().double().numpy() for n, p in target.named_parameters() if p.requires_grad}
+
+
+def _module_call(torch, module, dtype, device):
+    """The module in ``dtype`` on ``device`` (a copy: the user's is never changed) called with its
+    parameters given by name among the inputs and its inputs by position, in the order given."""
+    names = set(module_parameters(module))
+    copied = copy.deepcopy(module).to(device=device, dtype=dtype)
+
+    def call(**values):
+        args = tuple(v for k, v in values.items() if k not in names)
+        return torch.func.functional_call(copied, {n: values[n] for n in names}, args)
+    return call, None, True
+
+
 def _torch_run(r: Runner, target, dtype: str, cotangent) -> Run:
     import torch
-    call, params, keywords = torch_target.call_form(target)
-    bound = bind(params, list(r.inputs), torch_target.display_name(target))
     tdtype = getattr(torch, dtype)
+    if isinstance(target, torch.nn.Module):
+        call, bound, keywords = _module_call(torch, target, tdtype, r.device)
+    else:
+        call, params, keywords = torch_target.call_form(target)
+        bound = bind(params, list(r.inputs), torch_target.display_name(target))
     with torch.random.fork_rng(devices=[] if r.device == "cpu" else [r.device]), torch.enable_grad():
         reseed(torch, r.seed, r.device)  # a dropout mask drawn from torch's generator is the same in every run
         tensors = {k: tensor_of(torch, v, tdtype, r.device, k in r.wrt) for k, v in r.inputs.items()}
         given = {k: t.clone() if t.requires_grad else t for k, t in tensors.items()}
-        out = selected(call_bound(call, bound, given, keywords=keywords), r.output)
+        out = selected(call(**given) if bound is None and keywords else call_bound(call, bound, given, keywords),
+                       r.output)
         out_dtype = str(out.dtype).replace("torch.", "")
         seed_t = torch.as_tensor(cotangent(tuple(out.shape)), device=out.device).to(out.dtype)
         grads = dict.fromkeys(r.wrt)

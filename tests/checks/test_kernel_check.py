@@ -343,3 +343,29 @@ def test_a_jax_kernel_with_a_low_precision_reduction_fails_and_its_fix_passes():
     assert good.status == "pass", good.message
     bad = run(make(True), reference=ref, dtype="bfloat16", x=(2, 256))
     assert bad.status == "fail", bad.message
+
+
+class FusedLayerNorm(torch.nn.Module):
+    """A module around the fused Function: its weight and bias are parameters, checked by name."""
+
+    def __init__(self, n, function=LayerNorm):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.linspace(0.5, 1.5, n, dtype=torch.float64))
+        self.bias = torch.nn.Parameter(torch.linspace(-0.2, 0.2, n, dtype=torch.float64))
+        self.function = function
+
+    def forward(self, x):
+        return self.function.apply(x, self.weight, self.bias)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_module_kernel_has_its_parameters_checked_by_name(dtype):
+    module = FusedLayerNorm(64)
+    before = {n: p.detach().clone() for n, p in module.named_parameters()}
+    r = run(module, reference=layernorm_reference, dtype=dtype, x=(8, 64), domain={"x": (-0.05, 0.05)})
+    assert r.status == "pass", r.message
+    assert [q.name for q in r.kernel] == ["output", "x", "weight", "bias"]
+    assert all(torch.equal(before[n], p) and p.dtype == torch.float64 for n, p in module.named_parameters())
+    wrong = run(FusedLayerNorm(64, LayerNormBwdEps), reference=layernorm_reference, dtype=dtype, x=(8, 64),
+                domain={"x": (-0.05, 0.05)})
+    assert wrong.status == "fail" and "x" in {q.name for q in wrong.kernel if not q.passed}, wrong.message
