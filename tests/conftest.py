@@ -26,15 +26,34 @@ def pytest_collection_modifyitems(session, config, items):
     last = [i for i in items if "jax" in os.path.basename(str(i.fspath)) or "jax" in i.name]
     moved = {id(i) for i in last}
     items[:] = [i for i in items if id(i) not in moved] + last
+    for i in last:
+        i.user_properties.append(("runs_jax", True))
+
+
+def _jax_started() -> bool:
+    if "jaxlib" not in sys.modules:
+        return False
+    from jax._src import xla_bridge
+    return bool(getattr(xla_bridge, "_backends", None))
+
+
+_SEEN_EARLY = []
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """A test that starts JAX's runtime without saying jax in its name or file runs among the others,
+    and every model file after it is checked in a fresh interpreter: the suite takes several times as
+    long. The first such test fails its teardown, naming itself."""
+    if _SEEN_EARLY or ("runs_jax", True) in item.user_properties or not _jax_started():
+        return
+    _SEEN_EARLY.append(item.nodeid)
+    pytest.fail(f"{item.nodeid} started JAX's runtime: put jax in its name (conftest runs such tests last)")
 
 
 def pytest_collection_finish(session):
     """A test module that starts JAX's runtime when it is imported (jax.default_backend(), an array op at
     module level) makes every later model file run in a fresh interpreter instead of a fork: minutes
     on the whole suite. Collection must leave it unstarted; the tests start it, last."""
-    if "jaxlib" not in sys.modules:
-        return
-    from jax._src import xla_bridge
-    if getattr(xla_bridge, "_backends", None):
+    if _jax_started():
         raise pytest.UsageError("a test module started JAX's runtime when it was imported: start it inside "
                                 "the tests (see tests/kernels/test_pallas_jax_kernels.py)")

@@ -45,7 +45,7 @@ def test_a_bad_name_is_bad_input(bad):
         build_spec(np.tanh, x=(2,), name=bad)
 
 
-def test_a_custom_jvp_registered_directly_is_named_and_selected():
+def test_a_jax_custom_jvp_registered_directly_is_named_and_selected():
     jax = pytest.importorskip("jax")
     jnp = pytest.importorskip("jax.numpy")
 

@@ -18,7 +18,7 @@ def _never(message, *words):
         assert w not in message, (w, message)
 
 
-def test_a_custom_vjp_bwd_with_a_stopped_term():
+def test_a_jax_custom_vjp_bwd_with_a_stopped_term():
     jax = pytest.importorskip("jax")
     jnp = jax.numpy
 
@@ -31,7 +31,7 @@ def test_a_custom_vjp_bwd_with_a_stopped_term():
     _never(m, "torch", "jvp rule")
 
 
-def test_a_custom_jvp_rule_whose_derivative_is_wrong():
+def test_a_jax_custom_jvp_rule_whose_derivative_is_wrong():
     jax = pytest.importorskip("jax")
     jnp = jax.numpy
 
