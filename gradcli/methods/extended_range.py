@@ -22,6 +22,9 @@ from gradcli.core.primitives import Ops
 _F64 = np.finfo(np.float64)
 #: a floating type with a wider exponent than float64, or None where the platform has none
 EXTENDED = np.longdouble if np.finfo(np.longdouble).maxexp > _F64.maxexp else None
+_SCALARS = {float, np.float64, np.longdouble}
+_FEW = 16
+_MAX, _TINY = float(_F64.max), float(_F64.tiny)
 
 
 def suspect(xp, J):
@@ -57,6 +60,16 @@ class Watch:
             if hasattr(a, "requires_grad") and hasattr(a, "value"):  # a tape variable
                 self.see(a.value)
                 continue
+            if type(a) in _SCALARS:  # the point's sweeps see one number at a time: no array for it
+                if _outside(a):
+                    self.where[:] = True
+                continue
+            if self.n is None and type(a) is np.ndarray and a.dtype == np.float64 and a.size <= _FEW:
+                # a point's tangents hold one entry per variable: a few floats are read faster in Python
+                # than through numpy's reductions (float64 only: a wider value would round on the way)
+                if any(_outside(v) for v in a.ravel().tolist()):
+                    self.where[:] = True
+                continue
             try:
                 m = np.abs(np.asarray(a))
                 if self.n is None or m.ndim == 0 or m.shape[-1] != self.n:
@@ -68,6 +81,12 @@ class Watch:
             self.where |= out.reshape(-1, self.n).any(axis=0)
 
 
+def _outside(v) -> bool:
+    """Whether the one number ``v`` is subnormal or beyond float64's largest number."""
+    m = abs(v)
+    return m > _MAX or 0 < m < _TINY
+
+
 def _out_of_range(m) -> bool:
     """Whether any of the magnitudes ``m`` is subnormal or beyond float64's largest number (in few
     passes: the Hessian's sweeps see arrays of rows x variables at every step)."""
@@ -75,22 +94,24 @@ def _out_of_range(m) -> bool:
         return False
     if m.max() > _F64.max:
         return True
-    small = m < _F64.tiny
-    return bool(small.any() and (small & (m > 0)).any())
+    return np.count_nonzero(m < _F64.tiny) != np.count_nonzero(m == 0)  # a subnormal among the zeros
 
 
 class Watched(Ops):
     """``ops`` whose every result ``watch`` sees: wrapped around each level of a nested sweep (dual
     numbers over dual numbers or over a tape), it sees every value, partial and product of partials
-    that level computes (the arguments are results of the level below, or the point's own)."""
+    that level computes (the arguments are results of the level below, or the point's own).
+    ``values_seen``: the level below is watched too, so a dual number's value was seen there; only its
+    tangent is new (the nested sweeps of the Hessian would otherwise see every value twice)."""
 
-    def __init__(self, ops: Ops, watch: Watch):
+    def __init__(self, ops: Ops, watch: Watch, values_seen: bool = False):
         self.ops = ops
         self.watch = watch
+        self.values_seen = values_seen
 
     def apply(self, name, *args):
         out = self.ops.apply(name, *args)
-        self.watch.see(out)
+        self.watch.see(out.tangent if self.values_seen and hasattr(out, "tangent") else out)
         return out
 
 

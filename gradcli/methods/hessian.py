@@ -37,7 +37,8 @@ def _seen_duals(watch: Watch, inner=None) -> tuple[type, DualOps]:
     arithmetic of the class's own operators included: a backward sweep multiplies adjoints by the
     tape's dual partials with those operators, so the adjoints are seen too."""
     cls = type("SeenDual", (Dual,), {"__slots__": ()})
-    ops = Watched(DualOps(inner=Watched(inner or NumericOps(), watch), dual=cls, partial=_seeing(watch)), watch)
+    ops = Watched(DualOps(inner=Watched(inner or NumericOps(), watch), dual=cls, partial=_seeing(watch)), watch,
+                  values_seen=True)
     for op, prim in (("add", "add"), ("sub", "sub"), ("mul", "mul"), ("truediv", "div"), ("pow", "pow")):
         setattr(cls, f"__{op}__", lambda a, b, _p=prim: ops.apply(_p, a, b))
         setattr(cls, f"__r{op}__", lambda a, b, _p=prim: ops.apply(_p, b, a))
@@ -173,7 +174,8 @@ def _reverse_over_forward(graph: Graph, point: dict, watch: Watch) -> HessianRes
     value = np.nan
     # the backward sweeps multiply plain arrays, which no watch sees: their products' range shows in
     # the Hessian's entries (0, subnormal or not finite), which at_point recomputes wider
-    ops = Watched(DualOps(inner=TapeOps(Watched(NumericOps(), watch)), partial=_seeing(watch)), watch)
+    ops = Watched(DualOps(inner=TapeOps(Watched(NumericOps(), watch)), partial=_seeing(watch)), watch,
+                  values_seen=True)
     with np.errstate(all="ignore"):
         if n == 0:
             out = walk(graph, ops, {}, **_consts(dtype))[0]
