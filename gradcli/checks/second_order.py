@@ -145,71 +145,135 @@ def _disagreement(ctx, what, ref_text, got, ref, err, zero_scale, k_label="rando
     return Outcome(verdict=Verdict("fail", message), mismatches=tuple(found), errors=max_errors(diff, ref, live)), False
 
 
-def check_second_order(ctx: CheckContext, reference: str) -> Outcome:
-    """The second-order checks of a check whose first order passed (``reference``: what decided it)."""
-    summary = {"directions": DIRECTIONS, "checks": {}}
-    methods, notes = {}, []
+@dataclasses.dataclass(frozen=True)
+class _Tally:
+    """What order 2 reports as its steps decide (frozen: the steps add to its containers, never replace them)."""
 
-    def outcome(verdict=None, stop=False, suffix="", base=None, taylor2=None):
+    summary: dict = dataclasses.field(default_factory=lambda: {"directions": DIRECTIONS, "checks": {}})
+    methods: dict = dataclasses.field(default_factory=dict)
+    notes: list = dataclasses.field(default_factory=list)
+    undecided: list = dataclasses.field(default_factory=list)  # what could not be decided by the tolerance test
+
+    def outcome(self, verdict=None, stop=False, suffix="", base=None, taylor2=None) -> Outcome:
+        """The Outcome so far; ``base``, a failing comparison's, gives its verdict, mismatches and errors."""
         extra = {} if base is None else {"mismatches": base.mismatches, "errors": base.errors}
         if base is not None:
             verdict = Verdict(base.verdict.status, base.verdict.message + suffix)
             suffix = ""
-        return Outcome(verdict=verdict, methods=tuple(methods.items()), notes=tuple(notes), suffix=suffix,
-                       second_order=summary, taylor2=taylor2, stop=stop, **extra)
+        return Outcome(verdict=verdict, methods=tuple(self.methods.items()), notes=tuple(self.notes), suffix=suffix,
+                       second_order=self.summary, taylor2=taylor2, stop=stop, **extra)
 
+    def settle(self, check: str, unsure, what: str) -> None:
+        """Records a comparison that did not fail: ok, or undecided (``what`` is then left to the Taylor test)."""
+        if unsure:
+            self.undecided.append(what)
+        self.summary["checks"][check] = "undecided" if unsure else "ok"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Probe:
+    """The gradient under test differentiated along the random directions, and AD's gradient where AD decided
+    the first order: what every comparison of order 2 works from."""
+
+    ctx: CheckContext
+    dirs: list  # one array per wrt input for each direction v
+    vflat: list
+    w: np.ndarray  # the cotangent (1 for a scalar output)
+    hg_v: np.ndarray  # H_G v (K, n)
+    hg_e: np.ndarray
+    # the gradient's own size per entry: the scale of H v where the Hessian is 0 (see _disagreement)
+    zero_scale: np.ndarray
+    ad: tuple | None  # _derivatives of AD's gradient, or None where AD did not run
+    named: str  # the gradient under test: hand-written, torch's backward, JAX's vjp
+
+    def reference(self) -> tuple:
+        """(H v, its errors, what it is called, the field it differentiates): AD's where it ran, else H_G v."""
+        if self.ad is not None:
+            return self.ad[0], self.ad[1], f"the derivative of {_ad_gradient(self.ctx)} (the Hessian)", ad_field
+        return self.hg_v, self.hg_e, f"the derivative of {self.named}", gradient_field
+
+
+def check_second_order(ctx: CheckContext, reference: str) -> Outcome:
+    """The second-order checks of a check whose first order passed (``reference``: what decided it)."""
+    tally = _Tally()
+    refused = _refusal(ctx)
+    if refused is not None:
+        return tally.outcome(refused, stop=True)
+    probe = _probe(ctx, reference, tally)
+    if isinstance(probe, Verdict):
+        return tally.outcome(probe, stop=True)
+    for step in (_against_ad, _symmetry, _hvp_under_test):
+        decided = step(probe, tally)
+        if decided is not None:
+            return decided
+    decided, t = _taylor_step(probe, tally)
+    return decided if decided is not None else _verdict(probe, tally, t)
+
+
+def _refusal(ctx: CheckContext) -> Verdict | None:
+    """The verdict that ends order 2 before any differences are taken, if one does."""
     if ctx.spec.hvp is not None and not ctx.scalar:
-        return outcome(Verdict("fail", f"an hvp is defined for a scalar output; the output has shape "
-                                       f"{ctx.out_shape} (order=2 without an hvp checks the vjp's own derivative)"),
-                       stop=True)
+        return Verdict("fail", f"an hvp is defined for a scalar output; the output has shape "
+                               f"{ctx.out_shape} (order=2 without an hvp checks the vjp's own derivative)")
     if "kink" in ctx.memo:  # first order judged a framework's rule there as a subgradient
-        return outcome(Verdict("nondifferentiable", f"second order: the first order sits on {ctx.memo['kink']}, "
-                                                    "where the gradient does not exist, so neither does the "
-                                                    "Hessian"), stop=True)
-    undecided = []  # what could not be decided by the tolerance test
+        return Verdict("nondifferentiable", f"second order: the first order sits on {ctx.memo['kink']}, "
+                                            "where the gradient does not exist, so neither does the "
+                                            "Hessian")
+    return None
+
+
+def _probe(ctx: CheckContext, reference: str, tally: _Tally) -> _Probe | Verdict:
+    """Differences of the gradient under test (and of AD's) along seeded random directions | the Verdict where
+    the gradient under test cannot be differentiated there."""
     rng = np.random.default_rng([ctx.seed, 23])
     dirs = num.random_directions(ctx.numf, DIRECTIONS, rng)
     vflat = [ctx.flat(v) for v in dirs]
     w = np.ones(1) if ctx.scalar else rng.standard_normal(ctx.m)
     hg = _derivatives(ctx, _field(ctx, gradient_field, w), dirs)
     if hg is None:
-        return outcome(Verdict("fail", "second order: the gradient under test raised or is not finite at the "
-                                       "inputs in float64"), stop=True)
+        return Verdict("fail", "second order: the gradient under test raised or is not finite at the "
+                               "inputs in float64")
     hg_v, hg_e, hg_k, g0 = hg
-    # the gradient's own size per entry: the scale of H v where the Hessian is 0 (see _disagreement)
     zero_scale = typical_by_input(ctx, g0[None])
     if hg_k.any():
-        return outcome(Verdict("nondifferentiable", "second order: the gradient has a kink at the inputs along a "
-                                                    "random direction (e.g. a ReLU at 0): the Hessian does not "
-                                                    "exist there"), stop=True)
+        return Verdict("nondifferentiable", "second order: the gradient has a kink at the inputs along a "
+                                            "random direction (e.g. a ReLU at 0): the Hessian does not "
+                                            "exist there")
     use_ad = ctx.ad is not None and not ctx.autodiff and reference == ctx.ad_method
     ad = _derivatives(ctx, _field(ctx, ad_field, w), dirs) if use_ad else None
     if use_ad and ad is None:
-        notes.append("second order: AD of the gradient failed; finite differences of the gradient only")
-    named = describe_under_test(ctx)  # the gradient under test: hand-written, torch's backward, JAX's vjp
-    summary["reference"] = (f"{ctx.ad_method} (directional differences of {_ad_gradient(ctx)})" if ad is not None
-                            else f"the differences of {named} (symmetry) and the Taylor test")
-    under = f"the gradient's derivative (differences of {named})"
+        tally.notes.append("second order: AD of the gradient failed; finite differences of the gradient only")
+    named = describe_under_test(ctx)
+    tally.summary["reference"] = (f"{ctx.ad_method} (directional differences of {_ad_gradient(ctx)})"
+                                  if ad is not None else f"the differences of {named} (symmetry) and the Taylor test")
+    return _Probe(ctx=ctx, dirs=dirs, vflat=vflat, w=w, hg_v=hg_v, hg_e=hg_e, zero_scale=zero_scale, ad=ad,
+                  named=named)
+
+
+def _against_ad(p: _Probe, tally: _Tally) -> Outcome | None:
+    """The gradient field: its derivative along each direction against AD's Hessian there, where AD ran."""
+    if p.ad is None:
+        return None
+    ctx = p.ctx
+    ad_v, ad_e, ref_text, _ = p.reference()
+    under = f"the gradient's derivative (differences of {p.named})"
     if ctx.autodiff:
         under = "the derivative of gradcli's AD gradient"
+    failed, unsure = _disagreement(ctx, under, ref_text, p.hg_v, ad_v, p.hg_e + ad_e, p.zero_scale)
+    if failed is not None:
+        tally.summary["checks"]["gradient_field"] = "mismatch"
+        tally.methods["hvp_of_gradient"] = summarize("hvp_of_gradient", "mismatch", np.abs(p.hg_v - ad_v))
+        return tally.outcome(base=failed, suffix=f"; {p.named} is right at the inputs but not as a function of them"
+                                                 f"{cached_term(ctx)}")
+    tally.settle("gradient_field", unsure, under)
+    tally.methods["hvp_traced"] = summarize("hvp_traced", "used", message=f"{DIRECTIONS} random directions")
+    tally.methods["hvp_of_gradient"] = summarize("hvp_of_gradient", "ok", np.abs(p.hg_v - ad_v))
+    return None
 
-    # 1. the gradient field against AD
-    if ad is not None:
-        ad_v, ad_e = ad[0], ad[1]
-        failed, unsure = _disagreement(ctx, under, f"the derivative of {_ad_gradient(ctx)} (the Hessian)", hg_v,
-                                       ad_v, hg_e + ad_e, zero_scale)
-        if failed is not None:
-            summary["checks"]["gradient_field"] = "mismatch"
-            methods["hvp_of_gradient"] = summarize("hvp_of_gradient", "mismatch", np.abs(hg_v - ad_v))
-            return outcome(base=failed, suffix=f"; {named} is right at the inputs but not as a function of them"
-                                               f"{cached_term(ctx)}")
-        if unsure:
-            undecided.append(under)
-        summary["checks"]["gradient_field"] = "undecided" if unsure else "ok"
-        methods["hvp_traced"] = summarize("hvp_traced", "used", message=f"{DIRECTIONS} random directions")
-        methods["hvp_of_gradient"] = summarize("hvp_of_gradient", "ok", np.abs(hg_v - ad_v))
 
-    # 2. symmetry of the gradient's Jacobian
+def _symmetry(p: _Probe, tally: _Tally) -> Outcome | None:
+    """The gradient's Jacobian is symmetric: <v_i, H_G v_j> against <H_G v_i, v_j> for neighbouring pairs."""
+    vflat, hg_v, hg_e = p.vflat, p.hg_v, p.hg_e
     pairs = [(i, (i + 1) % DIRECTIONS) for i in range(DIRECTIONS)]
     a = np.array([[vflat[i] @ hg_v[j] for i, j in pairs]])
     b = np.array([[hg_v[i] @ vflat[j] for i, j in pairs]])
@@ -217,91 +281,107 @@ def check_second_order(ctx: CheckContext, reference: str) -> Outcome:
     rss = np.array([[np.sqrt(np.sum((vflat[i] * hg_v[j]) ** 2)) for i, j in pairs]])
     typical = np.fmax(np.median(np.abs(b)), rss)
     if zero_within_error(hg_v, hg_e):  # H = 0: <v, Hv> is measured against <v, g>
-        typical = np.fmax(typical, [[np.sqrt(np.sum((vflat[i] * zero_scale[0]) ** 2)) for i, j in pairs]])
-    diff, tol, bad, und, live = judge(ctx, a, b, e, typical)
+        typical = np.fmax(typical, [[np.sqrt(np.sum((vflat[i] * p.zero_scale[0]) ** 2)) for i, j in pairs]])
+    diff, tol, bad, und, live = judge(p.ctx, a, b, e, typical)
     if bad.any():
         k = int(np.argmax(np.where(bad[0], diff[0] / tol[0], -1)))
         i, j = pairs[k]
-        summary["checks"]["symmetry"] = "mismatch"
-        methods["symmetry"] = summarize("symmetry", "mismatch", diff)
-        return outcome(Verdict("fail", f"second order: the gradient's Jacobian is not symmetric: <v{i}, H v{j}> = "
-                                       f"{a[0, k]:.8g} but <H v{i}, v{j}> = {b[0, k]:.8g}, so {named} is not the "
-                                       "gradient of any function (directional differences of the gradient along "
-                                       "random directions)"))
-    if und.any():
-        undecided.append("the symmetry of the gradient's Jacobian")
-    summary["checks"]["symmetry"] = "undecided" if und.any() else "ok"
+        tally.summary["checks"]["symmetry"] = "mismatch"
+        tally.methods["symmetry"] = summarize("symmetry", "mismatch", diff)
+        return tally.outcome(Verdict("fail", f"second order: the gradient's Jacobian is not symmetric: <v{i}, H v{j}> "
+                                             f"= {a[0, k]:.8g} but <H v{i}, v{j}> = {b[0, k]:.8g}, so {p.named} is not "
+                                             "the gradient of any function (directional differences of the gradient "
+                                             "along random directions)"))
+    tally.settle("symmetry", und.any(), "the symmetry of the gradient's Jacobian")
+    return None
 
-    # 3. the hvp under test: the hand-written one, or the framework's own derivative of its vjp
-    if ctx.spec.hvp is not None or ctx.framework_hvp is not None:
-        jv = None
-        if ctx.spec.hvp is not None:
-            name, what, got = "hand_written_hvp", "the hand-written hvp", []
-            for v in dirs:
-                hv = user_hvp(ctx, v)
-                if isinstance(hv, Verdict):
-                    return outcome(hv, stop=True)
-                got.append(hv)
-            got = np.stack(got)
-        else:
-            name, what = framework_label(ctx)
-            products = framework_products(ctx, dirs, w)
-            if isinstance(products, Verdict):
-                return outcome(products, stop=True)
-            got, jv = products
-        field = ad_field if ad is not None else gradient_field
-        if ad is not None:
-            ref, err, ref_text = ad[0], ad[1], f"the derivative of {_ad_gradient(ctx)} (the Hessian)"
-        else:
-            ref, err, ref_text = hg_v, hg_e, f"the derivative of {named}"
-        failed, unsure = _disagreement(ctx, what, ref_text, got, ref, err, zero_scale)
-        if failed is not None:
-            summary["checks"]["hvp"] = "mismatch"
-            methods[name] = summarize(name, "mismatch", np.abs(got - ref))
-            suffix = "" if jv is None else _direction_input(ctx, failed.mismatches[0], dirs, w, field)
-            return outcome(base=failed, suffix=suffix)
-        if unsure:
-            undecided.append(what)
-        summary["checks"]["hvp"] = "undecided" if unsure else "ok"
-        methods[name] = summarize(name, "ok", np.abs(got - ref))
-        if jv is not None:
-            failed, unsure, jv_err = _cotangent(ctx, what, dirs, jv)
-            methods[name + "_cotangent"] = summarize(name + "_cotangent", "ok" if failed is None else "mismatch",
-                                                     jv_err)
-            summary["checks"]["cotangent"] = "mismatch" if failed is not None else "undecided" if unsure else "ok"
-            if failed is not None:
-                return outcome(base=failed)
-            if unsure:
-                undecided.append(f"{what} along the cotangent")
 
-    # 4. the Taylor test of order 2
-    t = None
-    if ctx.taylor or undecided or ad is None:
-        t = taylor.taylor_test(ctx, 2, hv_under_test(ctx))
-        if isinstance(t, Verdict):
-            return outcome(t, stop=True)
-        summary["taylor"] = t.to_dict()
-        if t.verdict == "wrong" and (ad is None or undecided):
-            return outcome(Verdict("fail", f"second order: the Taylor test finds the remainder with the h^2/2 "
-                                           f"<v, Hv> term falling like h^{round(t.slope)} instead of h^3 "
-                                           f"({t.detail})"), taylor2=t)
-        if t.verdict == "wrong":
-            notes.append(f"second order: the Taylor test disagrees: {t.detail}")
-        if undecided and t.verdict == "right":
-            resolved = f"{', '.join(undecided)} resolved by the Taylor test ({t.detail})"
-            return outcome(suffix=f"; second order: {resolved}", taylor2=t)
-    if undecided:
-        return outcome(Verdict("inconclusive", f"second order: {', '.join(undecided)} cannot be decided: the error "
-                                               "estimates of the differences of the gradient are too large for the "
-                                               "tolerance, and the Taylor test did not decide; try another point "
-                                               "(seed=) or a larger step (eps=)"), taylor2=t)
-    what = ["the gradient's derivative " + ("agrees with gradcli's AD Hessian" if ad is not None else
+def _hvp_under_test(p: _Probe, tally: _Tally) -> Outcome | None:
+    """The hvp under test (the hand-written one, or the framework's own derivative of its vjp) against the
+    reference H v, and a framework's along its cotangent."""
+    ctx = p.ctx
+    if ctx.spec.hvp is None and ctx.framework_hvp is None:
+        return None
+    products = _products(p)
+    if isinstance(products, Verdict):
+        return tally.outcome(products, stop=True)
+    name, what, got, jv = products
+    ref, err, ref_text, field = p.reference()
+    failed, unsure = _disagreement(ctx, what, ref_text, got, ref, err, p.zero_scale)
+    if failed is not None:
+        tally.summary["checks"]["hvp"] = "mismatch"
+        tally.methods[name] = summarize(name, "mismatch", np.abs(got - ref))
+        suffix = "" if jv is None else _direction_input(ctx, failed.mismatches[0], p.dirs, p.w, field)
+        return tally.outcome(base=failed, suffix=suffix)
+    tally.settle("hvp", unsure, what)
+    tally.methods[name] = summarize(name, "ok", np.abs(got - ref))
+    return None if jv is None else _along_cotangent(p, tally, name, what, jv)
+
+
+def _products(p: _Probe) -> tuple | Verdict:
+    """(method name, what it is called, H v (K, n), J v (K, m) or None) of the hvp under test | Verdict."""
+    ctx = p.ctx
+    if ctx.spec.hvp is None:
+        name, what = framework_label(ctx)
+        products = framework_products(ctx, p.dirs, p.w)
+        return products if isinstance(products, Verdict) else (name, what, *products)
+    got = []
+    for v in p.dirs:
+        hv = user_hvp(ctx, v)
+        if isinstance(hv, Verdict):
+            return hv
+        got.append(hv)
+    return "hand_written_hvp", "the hand-written hvp", np.stack(got), None
+
+
+def _along_cotangent(p: _Probe, tally: _Tally, name: str, what: str, jv: np.ndarray) -> Outcome | None:
+    """The framework's derivative of its vjp along the cotangent, J v, against differences of f."""
+    failed, unsure, jv_err = _cotangent(p.ctx, what, p.dirs, jv)
+    tally.methods[name + "_cotangent"] = summarize(name + "_cotangent", "ok" if failed is None else "mismatch", jv_err)
+    if failed is not None:
+        tally.summary["checks"]["cotangent"] = "mismatch"
+        return tally.outcome(base=failed)
+    tally.settle("cotangent", unsure, f"{what} along the cotangent")
+    return None
+
+
+def _taylor_step(p: _Probe, tally: _Tally) -> tuple:
+    """The Taylor test of order 2 where it is asked for, must decide, or is the only tie to f
+    -> (the Outcome it decides or None, its result or None)."""
+    ctx, undecided = p.ctx, tally.undecided
+    if not (ctx.taylor or undecided or p.ad is None):
+        return None, None
+    t = taylor.taylor_test(ctx, 2, hv_under_test(ctx))
+    if isinstance(t, Verdict):
+        return tally.outcome(t, stop=True), None
+    tally.summary["taylor"] = t.to_dict()
+    if t.verdict == "wrong" and (p.ad is None or undecided):
+        return tally.outcome(Verdict("fail", f"second order: the Taylor test finds the remainder with the h^2/2 "
+                                             f"<v, Hv> term falling like h^{round(t.slope)} instead of h^3 "
+                                             f"({t.detail})"), taylor2=t), t
+    if t.verdict == "wrong":
+        tally.notes.append(f"second order: the Taylor test disagrees: {t.detail}")
+    if undecided and t.verdict == "right":
+        resolved = f"{', '.join(undecided)} resolved by the Taylor test ({t.detail})"
+        return tally.outcome(suffix=f"; second order: {resolved}", taylor2=t), t
+    return None, t
+
+
+def _verdict(p: _Probe, tally: _Tally, t) -> Outcome:
+    """Where no step decided: inconclusive while a comparison is undecided, else a pass naming what agreed."""
+    ctx = p.ctx
+    if tally.undecided:
+        return tally.outcome(Verdict("inconclusive", f"second order: {', '.join(tally.undecided)} cannot be decided: "
+                                                     "the error estimates of the differences of the gradient are too "
+                                                     "large for the tolerance, and the Taylor test did not decide; try "
+                                                     "another point (seed=) or a larger step (eps=)"), taylor2=t)
+    what = ["the gradient's derivative " + ("agrees with gradcli's AD Hessian" if p.ad is not None else
                                             "is symmetric and consistent with f (Taylor test)")]
     if ctx.spec.hvp is not None:
         what.append("the hand-written hvp agrees")
     elif ctx.framework_hvp is not None:
         what.append(f"{framework_label(ctx)[1]} agrees along the inputs and the cotangent")
-    return outcome(suffix=f"; second order: {' and '.join(what)} ({DIRECTIONS} random directions)", taylor2=t)
+    return tally.outcome(suffix=f"; second order: {' and '.join(what)} ({DIRECTIONS} random directions)", taylor2=t)
 
 
 def hv_under_test(ctx: CheckContext):
