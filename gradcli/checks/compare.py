@@ -6,6 +6,8 @@ Every function here reads a :class:`~gradcli.checks.context.CheckContext` and ar
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from gradcli.checks import numeric as num
@@ -80,22 +82,81 @@ def _look_closer(ctx, ad_rows, cols, bad, nref, nerr, kink, ntyp, target, sigma,
     return nref, nerr, kink, bad & ~kink
 
 
+#: the finite differences' name, as a method and as a reference
+_NUMERIC = "richardson"
+
+
+@dataclass(frozen=True)
+class _FullRun:
+    """What the steps of a full comparison share: traced AD's rows (None without them), the columns the
+    finite differences cover, their first pass and its setup; ``methods`` and ``notes`` fill in as the
+    steps decide, in the order they decide."""
+
+    ctx: CheckContext
+    ad_rows: np.ndarray | None
+    cols: np.ndarray
+    target: float
+    sigma: float
+    first: num.Columns
+    typical: np.ndarray
+    methods: dict
+    notes: list
+
+    def outcome(self, **fields) -> Outcome:
+        """The methods and notes so far, with ``fields``."""
+        return Outcome(methods=tuple(self.methods.items()), notes=tuple(self.notes), **fields)
+
+
+@dataclass(frozen=True)
+class _Reference:
+    """What the entries under test are compared with on the columns ``cols``: values, error estimates and
+    where a kink bends them; ``ad_method`` is None where these are the finite differences."""
+
+    value: np.ndarray
+    error: np.ndarray
+    kink: np.ndarray
+    cols: np.ndarray
+    ad_method: str | None = None
+
+    @property
+    def name(self) -> str:
+        return _NUMERIC if self.ad_method is None else self.ad_method
+
+
 def compare_full(ctx: CheckContext) -> Outcome:
     """Every row of the Jacobian (the gradient, or vjp(e_j) for each output element) -> Outcome."""
-    m, n = ctx.m, ctx.n
     methods, notes = {}, []
-
-    def stopped(verdict):
-        return Outcome(verdict=verdict, methods=tuple(methods.items()), notes=tuple(notes), stop=True)
-
-    autodiff = ctx.autodiff
-    got = None if autodiff else _user_rows(ctx)
+    got = None if ctx.autodiff else _user_rows(ctx)
     if isinstance(got, Verdict):
-        return stopped(got)
+        return _stopped(got, methods, notes)
     ad_rows = _ad_rows(ctx, methods, notes)
-    if autodiff and ad_rows is None:
-        return stopped(Verdict("skipped", "nothing to compare: no hand-written gradient, and traced AD is "
-                                          "unavailable (" + "; ".join(ctx.setup_notes + tuple(notes)) + ")"))
+    if ctx.autodiff and ad_rows is None:
+        return _stopped(Verdict("skipped", "nothing to compare: no hand-written gradient, and traced AD is "
+                                           "unavailable (" + "; ".join(ctx.setup_notes + tuple(notes)) + ")"),
+                        methods, notes)
+    run = _first_differences(ctx, ad_rows, methods, notes)
+    differences, cs_used = _with_complex_step(run)
+    reference = _validated_ad(run, differences)
+    if ctx.autodiff and ctx.constant:
+        return _constant_autodiff(ctx, reference.ad_method is not None, methods, notes, run.first, run.cols)
+    if reference.ad_method is None:
+        reference = _on_every_element(run, reference)
+    if ctx.autodiff:
+        got = ad_rows
+    return combine(run.outcome(reference=reference.name),
+                   verdict_of_elements(ctx, got[:, reference.cols], reference.value, reference.error, reference.kink,
+                                       reference.cols, reference_text(ctx, reference.name, cs_used), sigma=run.sigma))
+
+
+def _stopped(verdict: Verdict, methods: dict, notes: list) -> Outcome:
+    """The check ends with ``verdict`` before anything was compared."""
+    return Outcome(verdict=verdict, methods=tuple(methods.items()), notes=tuple(notes), stop=True)
+
+
+def _first_differences(ctx, ad_rows, methods: dict, notes: list) -> _FullRun:
+    """The columns to difference and the finite differences' first pass on them: every element, or a seeded
+    sample of a large input where traced AD can stand in for the rest."""
+    n = ctx.n
     cols = np.arange(n)
     if n > NUMERIC_CAP and ad_rows is not None:
         cols = _sample(ctx, n)
@@ -103,75 +164,86 @@ def compare_full(ctx: CheckContext) -> Outcome:
                      "reference elsewhere")
     target = ctx.rtol / 10
     sigma = num.noise_level(ctx.numf, ctx.f0, np.random.default_rng([ctx.seed, 13]))
-    numc = num.jacobian_columns(ctx.numf, ctx.f0, [ctx.label(c) for c in cols], ctx.step, target,
-                                n_total=n, sigma=sigma)
-    nref, nerr, kink = numc.value, numc.error, numc.kink
-    ntyp = typical_by_input(ctx, nref, cols)
+    first = num.jacobian_columns(ctx.numf, ctx.f0, [ctx.label(c) for c in cols], ctx.step, target,
+                                 n_total=n, sigma=sigma)
+    return _FullRun(ctx=ctx, ad_rows=ad_rows, cols=cols, target=target, sigma=sigma, first=first,
+                    typical=typical_by_input(ctx, first.value, cols), methods=methods, notes=notes)
 
+
+def _with_complex_step(run: _FullRun) -> tuple[_Reference, bool]:
+    """The first differences, with the complex step where they cannot decide; and whether it was used."""
+    ctx, cols, first = run.ctx, run.cols, run.first
+    differences = _Reference(first.value, first.error, first.kink, cols)
     # complex step: trusted where it agrees with every decided finite difference, used where those cannot decide
-    cs = numc.complex_value
-    cs_used = False
+    cs = first.complex_value
     if cs is None:
-        methods["complex_step"] = summarize("complex_step", "unavailable", message=(
+        run.methods["complex_step"] = summarize("complex_step", "unavailable", message=(
             "the function does not take complex inputs" if len(cols) <= num.COMPLEX_MAX else
             f"not run on more than {num.COMPLEX_MAX} elements"))
-    else:
-        diff, tol, bad, und, live = judge(ctx, cs, nref, nerr, ntyp, zero_of_columns(ctx, cols))
-        bad &= ~kink
-        if bad.any():
-            methods["complex_step"] = summarize("complex_step", "mismatch", diff, message=(
-                "disagrees with the finite differences (a non-holomorphic operation such as abs); not used"))
-        else:
-            use = und & np.isfinite(cs)
-            nref = np.where(use, cs, nref)
-            nerr = np.where(use, 1e-12 * np.fmax(np.abs(cs), ntyp), nerr)
-            cs_used = bool(use.any())
-            methods["complex_step"] = summarize("complex_step", "ok", diff, message=(
-                f"used for {int(use.sum())} entries the differences could not decide" if use.any() else ""))
+        return differences, False
+    diff, tol, bad, und, live = judge(ctx, cs, first.value, first.error, run.typical, zero_of_columns(ctx, cols))
+    bad &= ~first.kink
+    if bad.any():
+        run.methods["complex_step"] = summarize("complex_step", "mismatch", diff, message=(
+            "disagrees with the finite differences (a non-holomorphic operation such as abs); not used"))
+        return differences, False
+    use = und & np.isfinite(cs)
+    value = np.where(use, cs, first.value)
+    error = np.where(use, 1e-12 * np.fmax(np.abs(cs), run.typical), first.error)
+    run.methods["complex_step"] = summarize("complex_step", "ok", diff, message=(
+        f"used for {int(use.sum())} entries the differences could not decide" if use.any() else ""))
+    return _Reference(value, error, first.kink, cols), bool(use.any())
 
-    numeric_name = "richardson"
-    ref, err, ref_cols, reference = None, None, cols, numeric_name
+
+def _validated_ad(run: _FullRun, differences: _Reference) -> _Reference:
+    """Traced AD where the finite differences agree with it (looked at again with smaller steps where they
+    do not), else the differences."""
+    ctx, cols, ad_rows = run.ctx, run.cols, run.ad_rows
     # a constant trace (all zeros) is a reference once the differences agree, even with no gradient under test
-    if ad_rows is not None and (not autodiff or ctx.constant):
-        diff, tol, bad, und, live = judge(ctx, ad_rows[:, cols], nref, nerr, ntyp, zero_of_columns(ctx, cols))
-        bad &= ~kink
-        if bad.any():
-            nref, nerr, kink, bad = _look_closer(ctx, ad_rows, cols, bad, nref, nerr, kink, ntyp, target, sigma,
-                                                 notes)
-        if bad.any():
-            j, k = worst(diff, tol, bad)
-            name, idx = ctx.unflat_index(cols[k])
-            notes.append(f"{ctx.ad_label} disagrees with the finite differences at {at_text(name, idx)} "
-                         f"({ad_rows[j, cols[k]]:.6g} vs {nref[j, k]:.6g} ± {nerr[j, k]:.2g}); "
-                         "finite differences used as the reference")
-            if ctx.constant:
-                notes.append(UNSEEN_NOTE)
-            methods[ctx.ad_method] = summarize(ctx.ad_method, "mismatch", diff,
-                                                  message="disagrees with the finite differences; not used")
-        else:
-            ref, err, ref_cols, reference = ad_rows, np.zeros_like(ad_rows), np.arange(n), ctx.ad_method
-            methods[ctx.ad_method] = summarize(ctx.ad_method, "used")
-            methods[numeric_name] = summarize(numeric_name, "ok", diff, message=f"{len(cols)} elements")
-            full_kink = np.zeros((m, n), dtype=bool)
-            full_kink[:, cols] = kink
-            kink = full_kink
-            if ctx.constant:
-                notes.append(CONSTANT_NOTE)
-    if autodiff and ctx.constant:
-        return _constant_autodiff(ctx, ref is not None, methods, notes, numc, cols)
-    if ref is None:
-        if len(cols) < n and not autodiff:  # AD was not trusted: every element needs the differences
-            numc = num.jacobian_columns(ctx.numf, ctx.f0, [ctx.label(c) for c in range(n)],
-                                        ctx.step, target, sigma=sigma)
-            nref, nerr, kink, cols = numc.value, numc.error, numc.kink, np.arange(n)
-            notes.append("finite differences on every element")
-        ref, err, ref_cols = nref, nerr, cols
-        methods[numeric_name] = summarize(numeric_name, "used")
-    if autodiff:
-        got = ad_rows
-    found = Outcome(methods=tuple(methods.items()), notes=tuple(notes), reference=reference)
-    return combine(found, verdict_of_elements(ctx, got[:, ref_cols], ref, err, kink, ref_cols,
-                                              reference_text(ctx, reference, cs_used), sigma=sigma))
+    if ad_rows is None or (ctx.autodiff and not ctx.constant):
+        return differences
+    nref, nerr, kink = differences.value, differences.error, differences.kink
+    diff, tol, bad, und, live = judge(ctx, ad_rows[:, cols], nref, nerr, run.typical, zero_of_columns(ctx, cols))
+    bad &= ~kink
+    if bad.any():
+        nref, nerr, kink, bad = _look_closer(ctx, ad_rows, cols, bad, nref, nerr, kink, run.typical, run.target,
+                                             run.sigma, run.notes)
+    if bad.any():
+        _distrust_ad(run, diff, tol, bad, nref, nerr)
+        return _Reference(nref, nerr, kink, cols)
+    run.methods[ctx.ad_method] = summarize(ctx.ad_method, "used")
+    run.methods[_NUMERIC] = summarize(_NUMERIC, "ok", diff, message=f"{len(cols)} elements")
+    full_kink = np.zeros((ctx.m, ctx.n), dtype=bool)
+    full_kink[:, cols] = kink
+    if ctx.constant:
+        run.notes.append(CONSTANT_NOTE)
+    return _Reference(ad_rows, np.zeros_like(ad_rows), full_kink, np.arange(ctx.n), ad_method=ctx.ad_method)
+
+
+def _distrust_ad(run: _FullRun, diff, tol, bad, nref, nerr) -> None:
+    """Traced AD is not the reference: the note names the entry furthest past its tolerance."""
+    ctx, cols, ad_rows = run.ctx, run.cols, run.ad_rows
+    j, k = worst(diff, tol, bad)
+    name, idx = ctx.unflat_index(cols[k])
+    run.notes.append(f"{ctx.ad_label} disagrees with the finite differences at {at_text(name, idx)} "
+                     f"({ad_rows[j, cols[k]]:.6g} vs {nref[j, k]:.6g} ± {nerr[j, k]:.2g}); "
+                     "finite differences used as the reference")
+    if ctx.constant:
+        run.notes.append(UNSEEN_NOTE)
+    run.methods[ctx.ad_method] = summarize(ctx.ad_method, "mismatch", diff,
+                                           message="disagrees with the finite differences; not used")
+
+
+def _on_every_element(run: _FullRun, differences: _Reference) -> _Reference:
+    """The finite differences as the reference, on every element where only a sample was differenced."""
+    ctx = run.ctx
+    if len(differences.cols) < ctx.n and not ctx.autodiff:  # AD was not trusted: every element needs the differences
+        every = num.jacobian_columns(ctx.numf, ctx.f0, [ctx.label(c) for c in range(ctx.n)],
+                                     ctx.step, run.target, sigma=run.sigma)
+        differences = _Reference(every.value, every.error, every.kink, np.arange(ctx.n))
+        run.notes.append("finite differences on every element")
+    run.methods[_NUMERIC] = summarize(_NUMERIC, "used")
+    return differences
 
 
 def _constant_autodiff(ctx, agreed: bool, methods: dict, notes: list, numc, cols) -> Outcome:
@@ -240,15 +312,92 @@ def _undefined_text(ctx, undefined, cols) -> str:
     return f"no derivative at {at_text(nm, idx)}: {why}"
 
 
+@dataclass(frozen=True)
+class _Elements:
+    """The entries under test judged against the reference ((m, len(cols)) each): what the wording of a
+    failure, of undecided or kinked entries and of the pass all read."""
+
+    ctx: CheckContext
+    got: np.ndarray
+    ref: np.ndarray
+    err: np.ndarray
+    kink: np.ndarray
+    cols: np.ndarray
+    refdesc: str
+    cotangents: np.ndarray | None
+    sigma: float
+    typical: np.ndarray
+    diff: np.ndarray
+    tol: np.ndarray
+    bad: np.ndarray
+    und: np.ndarray
+    live: np.ndarray
+    rel: np.ndarray
+    precision: tuple | None
+    underflow: dict | None
+
+    @property
+    def cotangent_rows(self) -> bool:
+        return self.cotangents is not None
+
+    @property
+    def ok(self) -> np.ndarray:
+        """The entries with a derivative, off kinks."""
+        return self.live & ~self.kink
+
+    @property
+    def shown(self) -> np.ndarray:
+        """The entries the largest relative error is over.
+
+        Where 0 is expected the relative error is infinite: it counts for the failing entries (got 1 for
+        0), not for the passing ones (a 1e-20 within the tolerance)."""
+        return self.ok & (np.isfinite(self.rel) | self.bad)
+
+    @property
+    def undefined(self) -> np.ndarray:
+        """The entries without a derivative."""
+        return ~self.live
+
+    @property
+    def errors(self) -> tuple:
+        """(max_abs_error, max_rel_error), None where no entry counts."""
+        ok, shown = self.ok, self.rel[self.shown]
+        return (float(self.diff[ok].max()) if ok.any() else None,
+                float(shown.max()) if shown.size else None)
+
+    def method(self, status: str) -> tuple:
+        """The gradient under test's (name, summary) with ``status``."""
+        name, ok = under_test_name(self.ctx), self.ok
+        return name, summarize(name, status, self.diff[ok], self.rel[ok])
+
+    def row_text(self, j) -> str:
+        """The row an entry is in: an output, or a random cotangent."""
+        if self.ctx.scalar:
+            return ""
+        return f" (random cotangent {j})" if self.cotangent_rows else f" (output {list(self.ctx.out_index(j))})"
+
+
 def verdict_of_elements(ctx, got, ref, err, kink, cols, refdesc: str, identity=None,
                         cotangents=None, sigma=0.0) -> Outcome:
     """Compare ``got`` with ``ref`` entry by entry ((m, len(cols))) -> the status, message, mismatches.
     ``identity()`` (fast mode) may decide after the elements pass: an Outcome, or None.
     ``cotangents`` (v, (r, m)): the rows are J^T v for them, so an entry is an input
     element (a column), counted once however many rows it is wrong in. ``sigma``: f's measured noise."""
+    elements = _judge_elements(ctx, got, ref, err, kink, cols, refdesc, cotangents, sigma)
+    if elements.bad.any():
+        return _failure(elements)
+    compared = Outcome(methods=(elements.method("ok"),), errors=elements.errors, precision=elements.precision)
+    if identity is not None:
+        decided = identity()
+        if decided is not None:
+            return combine(compared, decided)
+    return combine(compared, *_verdict_of_agreeing(elements))
+
+
+def _judge_elements(ctx, got, ref, err, kink, cols, refdesc, cotangents, sigma) -> _Elements:
+    """Each entry failed, undecided, on a kink, or without a derivative; and the relative errors."""
     typ = typical_by_input(ctx, ref, cols)
     diff, tol, bad, und, live = judge(ctx, got, ref, err, typ, zero_of_columns(ctx, cols, cotangents))
-    cotangent_rows = cotangents is not None
     # an input given as nan or inf has no derivative: its entries are undefined, whatever either side says
     given = ~np.isfinite(ctx.flat({k: ctx.base[k] for k in ctx.wrt}))[np.asarray(cols)]
     live &= ~given
@@ -257,89 +406,103 @@ def verdict_of_elements(ctx, got, ref, err, kink, cols, refdesc: str, identity=N
     if ctx.autodiff:
         # traced AD's exact zero, which the differences agree with to their error, is not in doubt
         und &= got != 0
-    undefined = ~live
     with np.errstate(all="ignore"):
         rel = np.where(ref != 0, diff / np.abs(ref), np.where(diff == 0, 0.0, np.inf))
-    ok = live & ~kink
-    name = under_test_name(ctx)
-    max_abs = float(diff[ok].max()) if ok.any() else None
-    # where 0 is expected the relative error is infinite: it counts for the failing entries (got 1 for
-    # 0), not for the passing ones (a 1e-20 within the tolerance)
-    shown = rel[ok & (np.isfinite(rel) | bad)]
-    max_rel = float(shown.max()) if shown.size else None
-    errors = (max_abs, max_rel)
-    under = describe_under_test(ctx)
-    which = ctx.input_of(cols)
     digits, underflow = precision_by_input(ctx, got, ref, typ, cols, diff)
-    precision = None if digits is None else (digits, underflow)
-    if bad.any():
-        score = badness(diff, tol, bad)
-        if cotangent_rows:
-            rows = np.argmax(score, axis=0)  # each element's worst cotangent
-            flat = worst_entries(score.max(axis=0)[None], which[None])
-            picks = [(int(rows[k]), int(k)) for k in flat]
-            counted = count_text(ctx, bad.any(axis=0)[None], live.any(axis=0)[None], which)
-        else:
-            flat = worst_entries(score, np.broadcast_to(which, score.shape), also=largest_wrong(rel, bad))
-            picks = [tuple(int(i) for i in np.unravel_index(f, bad.shape)) for f in flat]
-            counted = count_text(ctx, bad, live, which)
-        found = [mismatch(ctx, int(cols[k]), ref[j, k], got[j, k], None if cotangent_rows else j) for j, k in picks]
-        w = found[0]
-        where = at_text(w.input, w.index) + (f" (output {list(w.output_index)})" if w.output_index else "")
-        if cotangent_rows and not ctx.scalar:
-            where += f" (random cotangent {picks[0][0]})"
+    return _Elements(ctx=ctx, got=got, ref=ref, err=err, kink=kink, cols=cols, refdesc=refdesc, cotangents=cotangents,
+                     sigma=sigma, typical=typ, diff=diff, tol=tol, bad=bad, und=und, live=live, rel=rel,
+                     precision=None if digits is None else (digits, underflow), underflow=underflow)
 
-        def row_text(j):  # the row an entry is in: an output, or a random cotangent
-            if ctx.scalar:
-                return ""
-            return f" (random cotangent {j})" if cotangent_rows else f" (output {list(ctx.out_index(j))})"
-        return Outcome(
-            verdict=Verdict("fail", f"{under} disagrees with {refdesc} at {where}: expected {w.expected:.8g}, got "
-                                    f"{w.got:.8g} (rel error {w.rel_error:.2g}); {counted}"
-                                    + underflow_text(ctx, w.expected, underflow)
-                                    + largest_elsewhere(ctx, rel, ok & (np.isfinite(rel) | bad), bad, cols,
-                                                        w.rel_error, row_text)
-                                    + _swap_hint(ctx, got, ref, err, typ, kink, live, cols, cotangents)),
-            methods=((name, summarize(name, "mismatch", diff[ok], rel[ok])),), mismatches=tuple(found), errors=errors,
-            precision=precision, notes=(_undefined_text(ctx, undefined, cols),) if undefined.any() else ())
-    elements = Outcome(methods=((name, summarize(name, "ok", diff[ok], rel[ok])),), errors=errors,
-                       precision=precision)
-    if identity is not None:
-        decided = identity()
-        if decided is not None:
-            return combine(elements, decided)
-    if und.any():
-        j, k = worst(CHECK_ESTIMATE_SAFETY * err, tol - CHECK_ESTIMATE_SAFETY * err, und)
-        nm, idx = ctx.unflat_index(int(cols[k]))
-        message = (f"{int(und.sum())} of {int(live.sum())} entries cannot be decided: the finite-difference error "
-                   f"estimate ({err[j, k]:.2g} at {at_text(nm, idx)}) is too large for the tolerance "
-                   f"({tol[j, k] - CHECK_ESTIMATE_SAFETY * err[j, k]:.2g}) and {ctx.ad_label} was not available to decide; "
-                   f"try {float64_hint(ctx, sigma)}another point (seed=), or a larger step (eps=)")
-        return combine(elements, Outcome(verdict=Verdict("inconclusive", message)))
+
+def _entries_to_name(e: _Elements) -> tuple[list, str]:
+    """The failing entries to name, worst first, as (row, column) pairs; and how many fail, by input."""
+    ctx, bad, live = e.ctx, e.bad, e.live
+    which = ctx.input_of(e.cols)
+    score = badness(e.diff, e.tol, bad)
+    if e.cotangent_rows:
+        rows = np.argmax(score, axis=0)  # each element's worst cotangent
+        flat = worst_entries(score.max(axis=0)[None], which[None])
+        return ([(int(rows[k]), int(k)) for k in flat],
+                count_text(ctx, bad.any(axis=0)[None], live.any(axis=0)[None], which))
+    flat = worst_entries(score, np.broadcast_to(which, score.shape), also=largest_wrong(e.rel, bad))
+    return ([tuple(int(i) for i in np.unravel_index(f, bad.shape)) for f in flat],
+            count_text(ctx, bad, live, which))
+
+
+def _failure(e: _Elements) -> Outcome:
+    """A fail that names the entry furthest past its tolerance, how many fail, and what else is known."""
+    ctx = e.ctx
+    picks, counted = _entries_to_name(e)
+    found = [mismatch(ctx, int(e.cols[k]), e.ref[j, k], e.got[j, k], None if e.cotangent_rows else j)
+             for j, k in picks]
+    w = found[0]
+    where = at_text(w.input, w.index) + (f" (output {list(w.output_index)})" if w.output_index else "")
+    if e.cotangent_rows and not ctx.scalar:
+        where += f" (random cotangent {picks[0][0]})"
+    message = (f"{describe_under_test(ctx)} disagrees with {e.refdesc} at {where}: expected {w.expected:.8g}, got "
+               f"{w.got:.8g} (rel error {w.rel_error:.2g}); {counted}"
+               + underflow_text(ctx, w.expected, e.underflow)
+               + largest_elsewhere(ctx, e.rel, e.shown, e.bad, e.cols, w.rel_error, e.row_text)
+               + _swap_hint(ctx, e.got, e.ref, e.err, e.typical, e.kink, e.live, e.cols, e.cotangents))
+    return Outcome(verdict=Verdict("fail", message), methods=(e.method("mismatch"),), mismatches=tuple(found),
+                   errors=e.errors, precision=e.precision,
+                   notes=(_undefined_text(ctx, e.undefined, e.cols),) if e.undefined.any() else ())
+
+
+def _verdict_of_agreeing(e: _Elements) -> tuple:
+    """No entry fails: inconclusive, nondifferentiable or undefined where some entries say so, else a pass
+    (after a framework's values at kinks, where it gives them)."""
+    ctx, kink = e.ctx, e.kink
+    if e.und.any():
+        return (_undecided(e),)
     at_kink = ()
-    if kink.any() and framework_under_test(ctx) and not cotangent_rows:
+    if kink.any() and framework_under_test(ctx) and not e.cotangent_rows:
         # a framework's rule gives a number at a kink by its own convention: valid if it is a subgradient
-        decided = subgradient.at_kinks_full(ctx, got, kink, cols, typ, under)
+        decided = subgradient.at_kinks_full(ctx, e.got, kink, e.cols, e.typical, describe_under_test(ctx))
         if decided.verdict is not None:
-            return combine(elements, decided)
+            return (decided,)
         at_kink = (decided,)
     elif kink.any():
-        j, k = np.unravel_index(int(np.argmax(kink)), kink.shape)
-        nm, idx = ctx.unflat_index(int(cols[k]))
-        nk = int(kink.any(axis=0).sum())
-        message = (f"{at_text(nm, idx)} sits on a kink: the one-sided slopes differ, so the gradient does not exist "
-                   f"there" + (f" ({nk} elements on kinks)" if nk > 1 else "")
-                   + (f"; the other entries agree with {refdesc}" if nk < kink.shape[1] else ""))
-        return combine(elements, Outcome(verdict=Verdict("nondifferentiable", message)))
-    if undefined.any():
-        message = _undefined_text(ctx, undefined, cols) + (
-            f"; the other entries agree with {refdesc}" if live.any() else "")
-        return combine(elements, Outcome(verdict=Verdict("undefined", message)))
-    entries = int(live.any(axis=0).sum()) if cotangent_rows else int(live.sum())
-    unit = "input elements" if cotangent_rows or live.shape[0] == 1 else "Jacobian entries"
-    message = (f"{under} agrees with {refdesc} ({entries} {unit}, max rel error "
+        return (_on_kink(e),)
+    if e.undefined.any():
+        message = _undefined_text(ctx, e.undefined, e.cols) + (
+            f"; the other entries agree with {e.refdesc}" if e.live.any() else "")
+        return (Outcome(verdict=Verdict("undefined", message)),)
+    return (_passed(e), *at_kink)
+
+
+def _undecided(e: _Elements) -> Outcome:
+    """Inconclusive: the entry whose error estimate leaves the least of its tolerance, and what to try."""
+    ctx, err, tol, und = e.ctx, e.err, e.tol, e.und
+    j, k = worst(CHECK_ESTIMATE_SAFETY * err, tol - CHECK_ESTIMATE_SAFETY * err, und)
+    nm, idx = ctx.unflat_index(int(e.cols[k]))
+    message = (f"{int(und.sum())} of {int(e.live.sum())} entries cannot be decided: the finite-difference "
+               f"error estimate ({err[j, k]:.2g} at {at_text(nm, idx)}) is too large for the tolerance "
+               f"({tol[j, k] - CHECK_ESTIMATE_SAFETY * err[j, k]:.2g}) and {ctx.ad_label} was not available to "
+               f"decide; try {float64_hint(ctx, e.sigma)}another point (seed=), or a larger step (eps=)")
+    return Outcome(verdict=Verdict("inconclusive", message))
+
+
+def _on_kink(e: _Elements) -> Outcome:
+    """Nondifferentiable: the first entry on a kink, and how many elements are."""
+    ctx, kink = e.ctx, e.kink
+    j, k = np.unravel_index(int(np.argmax(kink)), kink.shape)
+    nm, idx = ctx.unflat_index(int(e.cols[k]))
+    nk = int(kink.any(axis=0).sum())
+    message = (f"{at_text(nm, idx)} sits on a kink: the one-sided slopes differ, so the gradient does not exist "
+               f"there" + (f" ({nk} elements on kinks)" if nk > 1 else "")
+               + (f"; the other entries agree with {e.refdesc}" if nk < kink.shape[1] else ""))
+    return Outcome(verdict=Verdict("nondifferentiable", message))
+
+
+def _passed(e: _Elements) -> Outcome:
+    """A pass: how many entries agree, and the largest relative error among them."""
+    live, max_rel = e.live, e.errors[1]
+    entries = int(live.any(axis=0).sum()) if e.cotangent_rows else int(live.sum())
+    unit = "input elements" if e.cotangent_rows or live.shape[0] == 1 else "Jacobian entries"
+    message = (f"{describe_under_test(e.ctx)} agrees with {e.refdesc} ({entries} {unit}, max rel error "
                f"{max_rel if max_rel is not None else 0:.2g})")
-    return combine(elements, Outcome(verdict=Verdict("pass", message)), *at_kink)
+    return Outcome(verdict=Verdict("pass", message))
 
 
 def _swap_hint(ctx, got, ref, err, typ, kink, live, cols, cotangents) -> str:
