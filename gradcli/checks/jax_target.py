@@ -9,6 +9,7 @@ runs, so that float64 is float64; gradcli does not trace jax code.
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -112,71 +113,119 @@ def functions(spec, opts: dict, inputs: dict):
         import jax.numpy as jnp
     except ImportError:
         return Verdict("error", MISSING)
-    target = spec.fn
     # without x64 JAX would compute the float64 reference in float32
     jax.config.update("jax_enable_x64", True)
-    run_dtype = jnp.dtype(run_dtype_name(target, opts))
-    # a given jax array runs in its own dtype; every other float input in the run dtype
-    own = {k: jnp.dtype(_REAL_OF.get(str(v.dtype), v.dtype)) for k, v in spec.inputs.items()
-           if _is_jax_array(v) and jnp.issubdtype(v.dtype, jnp.inexact)}
-    complex_names = {k for k, v in inputs.items() if np.asarray(v).dtype.kind == "c"}
-    dtypes = {k: own.get(k, run_dtype) for k in inputs}
-    output = opts.get("output")
-    bound = bind(_parameters(target), list(spec.inputs), display_name(target))
+    target = _Target.of(jax, jnp, spec, opts, inputs)
+    failed = target.raised_as_called()
+    if failed is not None:
+        return failed
+    if target.hand is not None:
+        return target.fn, target.hand_vjp, target.ad_factory, target.inputs
+    return target.fn, target.vjp_under_test(), target.ad_factory, target.inputs
 
-    def call(values: dict, of=target):
-        return call_bound(of, bound, values)
 
-    # the point itself in the dtype under test, so that float64 reference and gradient see one point
-    inputs = {k: rounded(jnp, v, dtypes[k]) for k, v in inputs.items()}
-    if _custom(target):
+# eq=False: its bound methods are the check's functions, hashed and compared by identity as closures are
+@dataclass(frozen=True, eq=False)
+class _Target:
+    """One jax check's target with its dtypes and binding resolved once: the reference runs it in float64,
+    the vjp under test is JAX's vjp of it in the dtype under test, at a point rounded to that dtype."""
+
+    jax: object
+    jnp: object
+    spec: object
+    target: object
+    output: object
+    wrt: object
+    run_dtype: object
+    dtypes: dict
+    complex: set
+    bound: object
+    inputs: dict
+    hand: object
+
+    @classmethod
+    def of(cls, jax, jnp, spec, opts: dict, inputs: dict) -> _Target:
+        """The target of ``spec`` with the point rounded to the dtype under test."""
+        target = spec.fn
+        run_dtype = jnp.dtype(run_dtype_name(target, opts))
+        # a given jax array runs in its own dtype; every other float input in the run dtype
+        own = {k: jnp.dtype(_REAL_OF.get(str(v.dtype), v.dtype)) for k, v in spec.inputs.items()
+               if _is_jax_array(v) and jnp.issubdtype(v.dtype, jnp.inexact)}
+        complex_names = {k for k, v in inputs.items() if np.asarray(v).dtype.kind == "c"}
+        dtypes = {k: own.get(k, run_dtype) for k in inputs}
+        bound = bind(_parameters(target), list(spec.inputs), display_name(target))
+        # the point itself in the dtype under test, so that float64 reference and gradient see one point
+        rounded_inputs = {k: rounded(jnp, v, dtypes[k]) for k, v in inputs.items()}
+        return cls(jax=jax, jnp=jnp, spec=spec, target=target, output=opts.get("output"), wrt=opts.get("wrt"),
+                   run_dtype=run_dtype, dtypes=dtypes, complex=complex_names, bound=bound, inputs=rounded_inputs,
+                   hand=spec.vjp if spec.vjp is not None else spec.grad)
+
+    def _call(self, values: dict, of=None):
+        """The target (or ``of``) called with ``values`` bound to its parameters."""
+        return call_bound(self.target if of is None else of, self.bound, values)
+
+    def _arrays(self, kw: dict, exact: bool = False) -> dict:
+        """The inputs as jax arrays in float64 (``exact``) or each in its dtype under test."""
+        jnp = self.jnp
+        return {k: array_of(jnp, v, jnp.float64 if exact else self.dtypes.get(k, self.run_dtype))
+                for k, v in kw.items()}
+
+    def _of_wrt(self, values: dict, wrt, of=None):
+        """The selected output as a function of the ``wrt`` inputs alone."""
+        def of_wrt(*xs):
+            # the other inputs are closed over: constants that jax.vjp does not differentiate
+            return selected(self._call({**values, **dict(zip(wrt, xs))}, of), self.output)
+        return of_wrt
+
+    def wrt_of(self, kw: dict):
+        """The inputs differentiated: ``wrt=``, else every float and complex one."""
+        return self.wrt or [k for k, v in kw.items() if np.asarray(v).dtype.kind in "fc"]
+
+    def raised_as_called(self):
+        """The error Verdict where a custom rule raises called as users call it, else None."""
+        if not _custom(self.target):
+            return None
         # the reference runs the rule's .fun: a target that cannot run as users call it (no rule defined)
         # is the function failing, not its gradient
         try:
-            call({k: array_of(jnp, v, dtypes[k]) for k, v in inputs.items()})
+            self._call(self._arrays(self.inputs))
         except Exception as exc:  # noqa: BLE001 - the function under test raised: status error
             return Verdict("error", f"the function raised {raised_by_user_code(exc)}", user_traceback(exc))
+        return None
 
-    def fn(**kw):
-        if any(np.iscomplexobj(v) for k, v in kw.items() if k not in complex_names):
+    def fn(self, **kw):
+        """The target in float64 -> numpy."""
+        if any(np.iscomplexobj(v) for k, v in kw.items() if k not in self.complex):
             raise TypeError("complex step does not apply to a jax check")
-        values = {k: array_of(jnp, v, jnp.float64) for k, v in kw.items()}
+        values = self._arrays(kw, exact=True)
         # the primal without its rule gives the same values, 25 times faster than the custom_vjp object
-        return _to_numpy(call(values, target.fun if _custom(target) else target))
+        return _to_numpy(self._call(values, self.target.fun if _custom(self.target) else self.target))
 
-    def wrt_of(kw):
-        return opts.get("wrt") or [k for k, v in kw.items() if np.asarray(v).dtype.kind in "fc"]
-
-    def vjp_in(exact: bool):
+    def vjp_in(self, exact: bool):
         """JAX's vjp in the dtype under test, or (``exact``) in float64."""
         def vjp(g, /, **kw):
-            return pullback_at(g, {k: jnp.float64 for k in kw} if exact else dtypes, kw)
+            return self._pullback_at(g, exact, kw)
         return vjp
 
-    def pullback_at(g, dtype_of: dict, kw: dict):
-        wrt = wrt_of(kw)
-        values = {k: array_of(jnp, v, dtype_of.get(k, run_dtype)) for k, v in kw.items()}
-
-        def of_wrt(*xs):
-            # the other inputs are closed over: constants that jax.vjp does not differentiate
-            return selected(call({**values, **dict(zip(wrt, xs))}), output)
-
-        out, pullback = jax.vjp(of_wrt, *[values[k] for k in wrt])
+    def _pullback_at(self, g, exact: bool, kw: dict) -> dict:
+        """JAX's vjp of ``g`` at ``kw``, in float64 (``exact``) or the dtype under test -> numpy by name."""
+        jnp = self.jnp
+        wrt = self.wrt_of(kw)
+        values = self._arrays(kw, exact)
+        out, pullback = self.jax.vjp(self._of_wrt(values, wrt), *[values[k] for k in wrt])
         if not jnp.issubdtype(out.dtype, jnp.inexact):
             return {k: np.zeros(np.shape(kw[k])) for k in wrt}  # an integer output does not move
         grads = _conjugated(pullback, g, out, jnp)
         # a complex gradient stays complex: the check fails one with an imaginary part for a real input
         return {k: _to_numpy(gk) for k, gk in zip(wrt, grads)}
 
-    def vjp_of_vjp(v: dict, w, /, **kw):
+    def vjp_of_vjp(self, v: dict, w, /, **kw):
         """The vjp differentiated as gradgradcheck does: with p(x, w) = jax.vjp(f, x)[1](w),
         ({name: (dp/dx)^T v}, (dp/dw)^T v = J v) | a skipped Verdict."""
-        wrt = wrt_of(kw)
-        values = {k: array_of(jnp, val, dtypes.get(k, run_dtype)) for k, val in kw.items()}
-
-        def of_wrt(*xs):
-            return selected(call({**values, **dict(zip(wrt, xs))}), output)
-
+        jax, jnp = self.jax, self.jnp
+        wrt = self.wrt_of(kw)
+        values = self._arrays(kw)
+        of_wrt = self._of_wrt(values, wrt)
         xs = tuple(values[k] for k in wrt)
         out = jax.eval_shape(of_wrt, *xs)
         if not jnp.issubdtype(out.dtype, jnp.inexact):
@@ -192,47 +241,49 @@ def functions(spec, opts: dict, inputs: dict):
         except Exception as exc:  # noqa: BLE001 - JAX cannot differentiate this vjp
             text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             return Verdict("skipped", f"first order passed; order 2 is not checked: JAX cannot differentiate the "
-                                      f"vjp of {display_name(target)} ({type(exc).__name__}: {text})")
+                                      f"vjp of {display_name(self.target)} ({type(exc).__name__}: {text})")
         return ({k: np.asarray(h).astype(np.float64) for k, h in zip(wrt, hv)},
                 np.asarray(jv).astype(np.float64))
 
-    def jvp(u: dict, /, **kw):
+    def jvp(self, u: dict, /, **kw):
         """jax.jvp of the target in the dtype under test, through its custom_jvp rule: J u as numpy."""
-        wrt = wrt_of(kw)
-        values = {k: array_of(jnp, v, dtypes.get(k, run_dtype)) for k, v in kw.items()}
+        wrt = self.wrt_of(kw)
+        values = self._arrays(kw)
         xs = tuple(values[k] for k in wrt)
-        tangents = tuple(jnp.asarray(np.asarray(u[k]), dtype=x.dtype) for k, x in zip(wrt, xs))
-        _, ju = jax.jvp(lambda *a: selected(call({**values, **dict(zip(wrt, a))}), output), xs, tangents)
+        tangents = tuple(self.jnp.asarray(np.asarray(u[k]), dtype=x.dtype) for k, x in zip(wrt, xs))
+        _, ju = self.jax.jvp(self._of_wrt(values, wrt), xs, tangents)
         return _to_numpy(ju)
 
-    vjp = vjp_in(False)
-    vjp.framework_hvp = vjp_of_vjp
-    if isinstance(target, jax.custom_jvp):
-        jvp.label, jvp.method = "JAX's jvp", "jax_jvp"
-        vjp.framework_jvp = jvp
-    # order 2 differentiates the gradient in float64: a float32 gradient field is a staircase to the differences
-    vjp.float64 = vjp_in(True)
+    def vjp_under_test(self):
+        """JAX's vjp as the pipeline calls it, with the framework's other derivatives attached."""
+        vjp = self.vjp_in(False)
+        vjp.framework_hvp = self.vjp_of_vjp
+        if isinstance(self.target, self.jax.custom_jvp):
+            jvp = self.jvp
+            vjp.framework_jvp = lambda u, /, **kw: jvp(u, **kw)
+            vjp.framework_jvp.label, vjp.framework_jvp.method = "JAX's jvp", "jax_jvp"
+        # order 2 differentiates the gradient in float64: a float32 gradient field is a staircase to the differences
+        vjp.float64 = self.vjp_in(True)
+        return vjp
 
-    hand = spec.vjp if spec.vjp is not None else spec.grad
-
-    def hand_vjp(g, **kw):
+    def hand_vjp(self, g, **kw):
         """A hand-written vjp or gradient written with jax arrays, called with jax arrays -> numpy."""
-        values = {k: array_of(jnp, v, dtypes.get(k, run_dtype)) for k, v in kw.items()}
-        if spec.vjp is not None:
-            return _to_numpy(hand(jnp.asarray(np.asarray(g, dtype=np.float64), dtype=run_dtype), **values), True)
-        return gradient_as_vjp(_to_numpy(hand(**values), True), g)
+        values = self._arrays(kw)
+        if self.spec.vjp is not None:
+            g = self.jnp.asarray(np.asarray(g, dtype=np.float64), dtype=self.run_dtype)
+            return _to_numpy(self.hand(g, **values), True)
+        return gradient_as_vjp(_to_numpy(self.hand(**values), True), g)
 
-    def ad_factory(base, wrt):
-        # a custom rule's primal without the rule, or JAX's own AD beside a hand-written gradient
-        primal = target.fun if _custom(target) else target if hand is not None else None
+    def ad_factory(self, base, wrt):
+        """JAX's AD of a custom rule's primal without the rule, or of a function beside its hand-written
+        gradient; None where the function's own JAX AD is what is checked (no second opinion)."""
+        custom = _custom(self.target)
+        primal = self.target.fun if custom else self.target if self.hand is not None else None
         if primal is None:
-            return None  # the function's own JAX AD is what is checked: no second opinion
-        values = {k: array_of(jnp, v, jnp.float64) for k, v in base.items()}
-        return _PrimalAD(jax, lambda *xs: selected(call({**values, **dict(zip(wrt, xs))}, primal), output),
-                         [values[k] for k in wrt], list(wrt),
-                         "JAX's AD without the custom rule" if _custom(target) else "JAX's AD")
-
-    return fn, vjp if hand is None else hand_vjp, ad_factory, inputs
+            return None
+        values = self._arrays(base, exact=True)
+        return _PrimalAD(self.jax, self._of_wrt(values, wrt, primal), [values[k] for k in wrt], list(wrt),
+                         "JAX's AD without the custom rule" if custom else "JAX's AD")
 
 
 class _PrimalAD:

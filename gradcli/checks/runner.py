@@ -38,6 +38,8 @@ from __future__ import annotations
 import inspect
 import os
 import time
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
@@ -160,10 +162,73 @@ def _seen_on_the_way(ctx: CheckContext, result: CheckResult) -> None:
         apply(result, Outcome(verdict=Verdict("fail", change)))
 
 
+@dataclass(frozen=True)
+class _Asked:
+    """The options the steps of :func:`build_context` share; ``dtype`` as asked (a framework check's
+    tolerance may allow for a coarser one)."""
+
+    dtype: str
+    seed: int
+    order: int
+    with_grad: bool
+    output: Any
+
+
+@dataclass(frozen=True)
+class _UnderTest:
+    """What a check calls, whatever its kind: the spec (a numpy check's rewritten for complex inputs and
+    outputs), the function, the gradient under test and the AD beside it, the inputs, and the dtype whose
+    rounding the tolerance allows for."""
+
+    spec: Any
+    fn: Callable
+    user_vjp: Callable | None
+    ad_factory: Callable | None
+    inputs: dict
+    dtype: str
+    framework_hvp: Callable | None = None
+
+
 def build_context(spec, opts: dict, result: CheckResult):
     """The spec's arrays, options and tolerances, the function called at the inputs, the references
     prepared -> CheckContext, or the Verdict that ends the check before any comparison. Notes, the
     order, the kind and the mode go on ``result`` as they are found."""
+    asked = _asked(spec, opts, result)
+    made = _under_test(spec, opts, asked, result)
+    if isinstance(made, Verdict):
+        return made
+    wrt = _wrt(made.inputs, opts, made.dtype)
+    if isinstance(wrt, Verdict):
+        return wrt
+    called = _called(made, asked, wrt, opts.get("mode", "auto"))
+    if isinstance(called, Verdict):
+        return called
+    value, user_grads, mode = called
+    # the reference works in float64 whatever the dtype under test
+    base = {k: (v.astype(np.float64) if v.dtype.kind == "f" else v) for k, v in made.inputs.items()}
+    steady = _float64_value(made.fn, base, asked)
+    if isinstance(steady, Verdict):
+        return steady
+    raw0, f0 = steady
+    result.mode = mode
+    numf = num.Function(SteadyOutput(made.fn, asked.with_grad, asked.output, base, raw0), base, list(wrt))
+    ad, constant = _reference_ad(made, asked, base, wrt, f0, result)
+    spec, dtype, inputs = made.spec, made.dtype, made.inputs
+    sizes = _sizes(inputs, wrt)
+    autodiff = spec.grad is None and spec.vjp is None and made.user_vjp is None and not asked.with_grad
+    return CheckContext(
+        spec=spec, kind=result.kind, dtype=dtype, rtol=opts.get("rtol", RTOL[dtype]), atol=opts.get("atol", 0.0),
+        step=opts.get("eps", num.H_DEFAULT), seed=asked.seed, order=asked.order, mode=mode,
+        taylor=bool(opts.get("taylor")), with_grad=asked.with_grad, output=asked.output, fn=made.fn,
+        user_vjp=made.user_vjp, ad_factory=made.ad_factory, autodiff=autodiff,
+        inputs=inputs, base=base, wrt=wrt, shapes={k: inputs[k].shape for k in wrt},
+        offsets=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64), out_shape=value.shape, f0=f0,
+        user_grads=user_grads, numf=numf, ad=ad, setup_notes=tuple(result.notes), constant=constant,
+        framework_hvp=made.framework_hvp)
+
+
+def _asked(spec, opts: dict, result: CheckResult) -> _Asked:
+    """The options the steps share; the order, its note and a with_grad check's kind go on ``result``."""
     dtype = opts.get("dtype") or "float64"
     seed = int(opts.get("seed", 0))
     with_grad, output = bool(opts.get("with_grad", False)), opts.get("output")
@@ -174,41 +239,67 @@ def build_context(spec, opts: dict, result: CheckResult):
         result.notes.append("order=1: the registered hvp is not checked")
     if opts.get("with_grad"):
         result.kind = "grad"
-    framework_hvp = None
+    return _Asked(dtype=dtype, seed=seed, order=order, with_grad=with_grad, output=output)
+
+
+def _under_test(spec, opts: dict, asked: _Asked, result: CheckResult):
+    """The check's functions and inputs by its kind (expression, framework, numpy) -> _UnderTest | Verdict."""
     if spec.expression is not None:
-        fn, user_vjp, ad_factory = expression_functions(spec)
-        inputs = materialize(spec.inputs, seed, opts.get("domain"), np.dtype(dtype))
-        inputs = {k: v.astype(dtype) if v.dtype.kind in "biu" else v for k, v in inputs.items()}
-        if any(v.dtype.kind == "c" for v in inputs.values()):
-            return Verdict("skipped", "complex inputs to an expression check are not differentiated")
-    elif opts.get("framework") in frameworks.TARGETS:
-        target = frameworks.target_of(opts["framework"])
-        inputs = materialize(target.as_arrays(spec.inputs), seed, opts.get("domain"), np.float64)
-        built = frameworks.functions(spec, opts, inputs)
-        if isinstance(built, Verdict):
-            return built
-        # the framework's own gradient is the vjp under test; no trace of framework code
-        fn, user_vjp, ad_factory, inputs = built
-        framework_hvp = getattr(user_vjp, "framework_hvp", None)
-        # the tolerance allows for the coarsest rounding in play: given tensors keep their own dtype
-        dtype = target.tolerance_dtype(opts, target.run_dtype_name(spec.fn, opts, spec.inputs), user_vjp)
-        result.kind = spec.kind
-    else:
-        if dtype not in DTYPES:
-            raise BadInput(f"dtype must be float64 or float32 for a numpy check, got {dtype!r}")
-        inputs = materialize(spec.inputs, seed, opts.get("domain"), np.dtype(dtype))
-        wrt = opts.get("wrt")
-        complex_inputs = [k for k, v in inputs.items() if v.dtype.kind == "c" and (wrt is None or k in wrt)]
-        if complex_inputs:
-            if order == 2:
-                return Verdict("skipped", "order=2 is not checked for complex inputs ("
-                                          f"{', '.join(complex_inputs)}); order=1 is")
-            names = list(wrt) if wrt is not None else [k for k, v in inputs.items() if v.dtype.kind in "fc"]
-            spec, inputs, note = as_pairs(spec, inputs, complex_inputs, names)
-            result.notes.append(note)
-        spec = real_outputs(spec)  # also calls a ufunc target (np.tanh) with its inputs in order
-        fn, user_vjp, ad_factory = spec.fn, None, None
-    autodiff = spec.grad is None and spec.vjp is None and user_vjp is None and not with_grad
+        return _expression_under_test(spec, opts, asked)
+    if opts.get("framework") in frameworks.TARGETS:
+        return _framework_under_test(spec, opts, asked, result)
+    return _numpy_under_test(spec, opts, asked, result)
+
+
+def _expression_under_test(spec, opts: dict, asked: _Asked):
+    """An expression check's functions at inputs drawn in the dtype under test -> _UnderTest | Verdict."""
+    fn, user_vjp, ad_factory = expression_functions(spec)
+    inputs = materialize(spec.inputs, asked.seed, opts.get("domain"), np.dtype(asked.dtype))
+    inputs = {k: v.astype(asked.dtype) if v.dtype.kind in "biu" else v for k, v in inputs.items()}
+    if any(v.dtype.kind == "c" for v in inputs.values()):
+        return Verdict("skipped", "complex inputs to an expression check are not differentiated")
+    return _UnderTest(spec, fn, user_vjp, ad_factory, inputs, asked.dtype)
+
+
+def _framework_under_test(spec, opts: dict, asked: _Asked, result: CheckResult):
+    """A torch or jax check's functions -> _UnderTest | the Verdict the framework target ends it with."""
+    target = frameworks.target_of(opts["framework"])
+    inputs = materialize(target.as_arrays(spec.inputs), asked.seed, opts.get("domain"), np.float64)
+    built = frameworks.functions(spec, opts, inputs)
+    if isinstance(built, Verdict):
+        return built
+    # the framework's own gradient is the vjp under test; no trace of framework code
+    fn, user_vjp, ad_factory, inputs = built
+    framework_hvp = getattr(user_vjp, "framework_hvp", None)
+    # the tolerance allows for the coarsest rounding in play: given tensors keep their own dtype
+    dtype = target.tolerance_dtype(opts, target.run_dtype_name(spec.fn, opts, spec.inputs), user_vjp)
+    result.kind = spec.kind
+    return _UnderTest(spec, fn, user_vjp, ad_factory, inputs, dtype, framework_hvp)
+
+
+def _numpy_under_test(spec, opts: dict, asked: _Asked, result: CheckResult):
+    """A numpy check's function at inputs in the dtype under test, complex inputs as real and imaginary
+    parts (order 1 only) and outputs made real -> _UnderTest | Verdict."""
+    dtype = asked.dtype
+    if dtype not in DTYPES:
+        raise BadInput(f"dtype must be float64 or float32 for a numpy check, got {dtype!r}")
+    inputs = materialize(spec.inputs, asked.seed, opts.get("domain"), np.dtype(dtype))
+    wrt = opts.get("wrt")
+    complex_inputs = [k for k, v in inputs.items() if v.dtype.kind == "c" and (wrt is None or k in wrt)]
+    if complex_inputs:
+        if asked.order == 2:
+            return Verdict("skipped", "order=2 is not checked for complex inputs ("
+                                      f"{', '.join(complex_inputs)}); order=1 is")
+        names = list(wrt) if wrt is not None else [k for k, v in inputs.items() if v.dtype.kind in "fc"]
+        spec, inputs, note = as_pairs(spec, inputs, complex_inputs, names)
+        result.notes.append(note)
+    spec = real_outputs(spec)  # also calls a ufunc target (np.tanh) with its inputs in order
+    return _UnderTest(spec, spec.fn, None, None, inputs, dtype)
+
+
+def _wrt(inputs: dict, opts: dict, dtype: str):
+    """The inputs differentiated (``wrt=``, else every float input) -> tuple | the Verdict where none has an
+    element to check. One named in ``wrt=`` that is not a float becomes one in ``inputs``."""
     wrt = opts.get("wrt")
     if wrt is None:
         wrt = [k for k, v in inputs.items() if v.dtype.kind == "f"]
@@ -219,39 +310,50 @@ def build_context(spec, opts: dict, result: CheckResult):
         return Verdict("skipped", "no floating-point inputs to differentiate (integer and boolean inputs are "
                                   "constants; pass floats such as x=1.0, or name them in wrt=)")
     wrt = tuple(wrt)
-    shapes = {k: inputs[k].shape for k in wrt}
-    sizes = [int(np.prod(shapes[k], dtype=np.int64)) for k in wrt]
-    if not sum(sizes):
+    if not sum(_sizes(inputs, wrt)):
         # any gradient of an empty input is right: a pass would say something was checked
         return Verdict("skipped", "every input to differentiate is empty (" + ", ".join(
-            f"{k}: shape {shapes[k]}" for k in wrt) + "): nothing to check")
+            f"{k}: shape {inputs[k].shape}" for k in wrt) + "): nothing to check")
+    return wrt
 
-    called = _call_under_test(fn, inputs, with_grad, output)
+
+def _sizes(inputs: dict, wrt: tuple) -> list:
+    """The number of elements of each input differentiated."""
+    return [int(np.prod(inputs[k].shape, dtype=np.int64)) for k in wrt]
+
+
+def _called(made: _UnderTest, asked: _Asked, wrt: tuple, mode: str):
+    """f at the inputs in the dtype under test -> (output, gradients from with_grad or None, the mode: "auto"
+    is full where the Jacobian is small) | the Verdict where the output is empty or not finite."""
+    called = _call_under_test(made.fn, made.inputs, asked.with_grad, asked.output)
     if isinstance(called, Verdict):
         return called
     value, user_grads = called
     if value.size == 0:
         return Verdict("skipped", "the output is empty: nothing to differentiate")
-    mode = opts.get("mode", "auto")
     if mode == "auto":
-        mode = "full" if value.size * sum(sizes) <= AUTO_FULL_MAX else "fast"
+        mode = "full" if value.size * sum(_sizes(made.inputs, wrt)) <= AUTO_FULL_MAX else "fast"
     bad = ~np.isfinite(value)
     # a nan or inf in some outputs (a nan in a given input) leaves the others to judge: the comparison
     # reports the entries with no derivative as undefined, and a wrong rule at the rest as a failure. Fast
     # mode's random directions and cotangents leave out the inputs given as nan or inf and the outputs
     # that are not finite; an output not finite at finite inputs it cannot trace back to an input
-    given_finite = all(np.isfinite(inputs[k]).all() for k in wrt)
+    given_finite = all(np.isfinite(made.inputs[k]).all() for k in wrt)
     if bad.all() or (bad.any() and mode == "fast" and given_finite):
         at = np.unravel_index(int(np.argmax(bad.ravel())), value.shape)
         return Verdict("undefined", f"the function is not finite at the inputs ({value[at]} at output "
                                     f"{index_text(at)}): the gradient is undefined there"
                        + ("" if bad.all() else "; mode='full' judges the other elements"))
-    # the reference works in float64 whatever the dtype under test
-    base = {k: (v.astype(np.float64) if v.dtype.kind == "f" else v) for k, v in inputs.items()}
+    return value, user_grads, mode
+
+
+def _float64_value(fn, base: dict, asked: _Asked):
+    """f at the inputs in float64, called twice -> (its output as returned, the selected output flat) | the
+    Verdict where it raises or returns different values."""
     try:
-        raw0 = call_selected(fn, base, with_grad, output)
+        raw0 = call_selected(fn, base, asked.with_grad, asked.output)
         f0 = np.asarray(raw0, dtype=np.float64).ravel()
-        again = np.asarray(call_selected(fn, base, with_grad, output), dtype=np.float64).ravel()
+        again = np.asarray(call_selected(fn, base, asked.with_grad, asked.output), dtype=np.float64).ravel()
     except Exception as exc:  # noqa: BLE001
         return Verdict("error", f"the function raised in float64: {raised_by_user_code(exc)}", user_traceback(exc))
     if again.shape != f0.shape or not np.array_equal(again, f0, equal_nan=True):
@@ -260,26 +362,21 @@ def build_context(spec, opts: dict, result: CheckResult):
         return Verdict("inconclusive", f"the function returns different values for the same inputs (they differ "
                                        f"by {diff:.3g}): seed its randomness (e.g. a fixed dropout mask) so that "
                                        "its gradient can be checked")
-    result.mode = mode
-    numf = num.Function(SteadyOutput(fn, with_grad, output, base, raw0), base, list(wrt))
-    constant = False
-    if ad_factory is not None:
-        try:
-            ad = ad_factory(base, list(wrt))
-        except Exception as exc:  # noqa: BLE001 - a framework's AD of the primal is a second opinion only
-            ad = None
-            result.notes.append(f"the framework's AD of the primal cannot be had ({exc}): finite differences "
-                                "decide")
-    else:
-        ad, constant = _traced_ad(fn, base, wrt, 0 if with_grad else output, f0, result.notes, _source_files(spec))
-    return CheckContext(
-        spec=spec, kind=result.kind, dtype=dtype, rtol=opts.get("rtol", RTOL[dtype]), atol=opts.get("atol", 0.0),
-        step=opts.get("eps", num.H_DEFAULT), seed=seed, order=order, mode=mode, taylor=bool(opts.get("taylor")),
-        with_grad=with_grad, output=output, fn=fn, user_vjp=user_vjp, ad_factory=ad_factory, autodiff=autodiff,
-        inputs=inputs, base=base, wrt=wrt, shapes=shapes,
-        offsets=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64), out_shape=value.shape, f0=f0,
-        user_grads=user_grads, numf=numf, ad=ad, setup_notes=tuple(result.notes), constant=constant,
-        framework_hvp=framework_hvp)
+    return raw0, f0
+
+
+def _reference_ad(made: _UnderTest, asked: _Asked, base: dict, wrt: tuple, f0, result: CheckResult):
+    """The AD a reference may use -> (ad or None, constant): a framework's AD of the primal where the target
+    offers one (a note where it cannot be had), else gradcli's traced AD."""
+    if made.ad_factory is None:
+        return _traced_ad(made.fn, base, wrt, 0 if asked.with_grad else asked.output, f0, result.notes,
+                          _source_files(made.spec))
+    try:
+        return made.ad_factory(base, list(wrt)), False
+    except Exception as exc:  # noqa: BLE001 - a framework's AD of the primal is a second opinion only
+        result.notes.append(f"the framework's AD of the primal cannot be had ({exc}): finite differences "
+                            "decide")
+        return None, False
 
 
 def _after_first_order(ctx: CheckContext, result: CheckResult) -> None:
