@@ -226,6 +226,11 @@ def test_extreme_arguments_through_the_table(name, data):
 
 
 _UNARY = sorted(n for n, p in PRIMITIVES.items() if p.public and p.arity == 1)
+#: the functions whose value sympy's evalf reaches quickly at any argument: at an argument beyond 1e100 the
+#: others take as many digits as the argument is large (sin) or an exponent as long (exp, or erf, sigmoid and
+#: softplus through theirs): minutes, so no reference there
+_TAME_AT_HUGE_ARGUMENTS = {"abs", "acosh", "asinh", "atan", "cbrt", "log", "log10", "log1p", "log2", "relu",
+                           "sign", "sqrt"}
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -238,7 +243,10 @@ def test_extreme_arguments_through_a_composition_never_agree_on_a_wrong_number(o
     text = f"{outer}(1/x)" if inner == "inv" else f"{outer}({inner}(x))"
     xs = sympy.Symbol("x")
     try:
-        expr = PRIMITIVES[outer].sympy(1 / xs if inner == "inv" else PRIMITIVES[inner].sympy(xs))
+        middle = 1 / xs if inner == "inv" else PRIMITIVES[inner].sympy(xs)
+        if outer not in _TAME_AT_HUGE_ARGUMENTS and abs(middle.evalf(20, subs={xs: sympy.Rational(x)})) > 1e100:
+            return
+        expr = PRIMITIVES[outer].sympy(middle)
         d = mp_float(sympy.diff(expr, xs), [xs], [x])
     except Exception:  # noqa: BLE001 - no sympy reference for this pair: nothing to compare
         return
