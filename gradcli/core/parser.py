@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from typing import Iterable, NamedTuple
 
 import numpy as np
@@ -216,157 +217,204 @@ class _Parsed(NamedTuple):
     commas: list  # columns of the top-level commas
 
 
+@dataclass(frozen=True)
+class _State:
+    """What the parser's steps share: the text and its tokens, the graph being built, the operand and
+    operator stacks, and what the result reports (outputs, top-level commas, each variable's first column)."""
+
+    text: str
+    tokens: list
+    builder: GraphBuilder
+    max_depth: int
+    operands: list
+    ops: list
+    outputs: list
+    commas: list
+    var_cols: dict
+
+    def fail(self, message, tok, hint=None):
+        """Raise the ParseError ``message`` at ``tok``."""
+        raise ParseError(message, tok.col, self.text, hint)
+
+    def push(self, entry):
+        """Put ``entry`` on the operator stack, which is the nesting that ``max_depth`` bounds."""
+        if len(self.ops) >= self.max_depth:
+            self.fail(f"expression nested deeper than {self.max_depth} levels", entry.tok)
+        self.ops.append(entry)
+
+    def reduce_top(self):
+        """Apply the operator on top of the stack to its operands."""
+        e = self.ops.pop()
+        operands = self.operands
+        if e.kind == "neg":
+            operands.append(self.builder.apply("neg", operands.pop()))
+        else:
+            y = operands.pop()
+            operands.append(self.builder.apply(e.op, operands.pop(), y))
+
+    def reduce_to_marker(self):
+        """Apply the operators down to the innermost open parenthesis or call -> it, or None at the top level."""
+        ops = self.ops
+        while ops and ops[-1].prec > 0:  # parentheses and calls have no precedence (-1)
+            self.reduce_top()
+        return ops[-1] if ops else None
+
+
 def _parse(text: str, max_length: int, max_depth: int, max_nodes: int) -> _Parsed:
+    """The graph of ``text``, where its variables first appear and its top-level commas are."""
     if not isinstance(text, str):
         raise TypeError(f"expression must be a str, not {type(text).__name__}")
     tokens = _tokenize(text, max_length)
-    b = GraphBuilder(max_nodes=max_nodes)
-    operands: list[int] = []
-    ops: list[_Pending] = []
-    outputs, commas, var_cols = [], [], {}
+    s = _State(text, tokens, GraphBuilder(max_nodes=max_nodes), max_depth, [], [], [], [], {})
     expect_operand, prev, i = True, None, 0
-
-    def fail(message, tok, hint=None):
-        raise ParseError(message, tok.col, text, hint)
-
-    def push(entry):
-        if len(ops) >= max_depth:
-            fail(f"expression nested deeper than {max_depth} levels", entry.tok)
-        ops.append(entry)
-
-    def reduce_top():
-        e = ops.pop()
-        if e.kind == "neg":
-            operands.append(b.apply("neg", operands.pop()))
-        else:
-            y = operands.pop()
-            operands.append(b.apply(e.op, operands.pop(), y))
-
-    def reduce_to_marker():
-        while ops and ops[-1].prec > 0:  # parentheses and calls have no precedence (-1)
-            reduce_top()
-        return ops[-1] if ops else None
-
-    def finish_call(e):
-        name, n = e.op, e.nargs
-        lo, hi = _ARITY[name]
-        target = ALIASES.get(name, name)
-        if n < lo or (hi is not None and n > hi):
-            want = f"{lo} or more" if hi is None else f"{lo} or {hi}" if hi != lo else str(lo)
-            fail(f"{name} takes {want} argument{'' if want == '1' else 's'}, got {n}", e.tok,
-                 f"usage: {_USAGE.get(name, name + '(x)')}")
-        args = operands[-n:]
-        del operands[-n:]
-        arity = PRIMITIVES[target].arity
-        if target == "log" and n == 2:  # log base b, as the change of base: log(x) / log(b)
-            out = b.apply("div", b.apply("log", args[0]), b.apply("log", args[1]))
-        elif n > arity:  # min(a, b, c): a binary primitive with no upper bound folds from the left
-            out = args[0]
-            for a in args[1:]:
-                out = b.apply(target, out, a)
-        else:
-            out = b.apply(target, *args)
-        operands.append(out)
-
-    def missing_operand(tok):
-        """An operand was expected but tok came: name what is missing, where."""
-        if prev is None:
-            if tok.kind == "end":
-                fail("empty expression", tok)
-            if tok.kind == ")":
-                fail("unmatched ')'", tok, "remove it, or add the '(' it closes")
-            fail(f"missing operand before {tok.text!r}", tok)
-        if prev.kind == "op":
-            fail(f"missing operand after {prev.text!r}", prev)
-        if prev.kind == "(":
-            if tok.kind == "end":
-                fail("unclosed '('", prev, "add the missing ')'")
-            if tok.kind == ")" and ops[-1].kind == "paren":
-                fail("empty parentheses", prev)
-            if tok.kind == ")":
-                finish_call(ops.pop())  # f(): reports the argument count
-            fail(f"missing argument before {tok.text!r}", tok)
-        if tok.kind == "end":  # prev is a comma, as below
-            fail("trailing comma", prev, "remove the last ',' or add another expression after it")
-        if tok.kind == ")":
-            fail("missing argument after ','", prev)
-        fail("empty element before ','", tok)
-
     try:
         while True:
             tok = tokens[i]
-            kind = tok.kind
-            if kind == "bad":
-                fail(tok.text, tok, tok.value)
+            if tok.kind == "bad":
+                s.fail(tok.text, tok, tok.value)
             if expect_operand:
-                if kind == "num":
-                    operands.append(b.const(tok.value, tok.text))
-                    expect_operand = False
-                elif kind == "name":
-                    name, call = tok.text, tokens[i + 1].kind == "("
-                    if name.startswith("__"):
-                        fail(f"name {name!r} is reserved: names may not start with '__'", tok)
-                    if call:
-                        if name in CONSTANTS:
-                            fail(f"{name} is a constant, not a function", tok, _times_hint(text, tokens, i + 1))
-                        if name not in FUNCTION_NAMES:
-                            fail(f"unknown function {name!r}", tok, _unknown_function_hint(name))
-                        push(_Pending("call", name, -1, tok, tokens[i + 1]))
-                        i += 1  # the "(" belongs to the call
-                        tok = tokens[i]
-                    elif name in FUNCTION_NAMES:
-                        fail(f"{name} is a function; call it as {name}(...)", tok)
-                    elif name in CONSTANTS:
-                        operands.append(b.const(CONSTANTS[name], name))
-                        expect_operand = False
-                    else:
-                        var_cols.setdefault(name, tok.col)
-                        operands.append(b.var(name))
-                        expect_operand = False
-                elif kind == "(":
-                    push(_Pending("paren", "(", -1, tok, tok))
-                elif kind == "op" and tok.text in "+-":
-                    if tok.text == "-":  # unary plus changes nothing and is dropped
-                        push(_Pending("neg", "neg", _UNARY_PREC, tok))
-                else:
-                    missing_operand(tok)
-            elif kind == "op":
-                op, prec, right = _BINARY[tok.text]
-                while ops and (ops[-1].prec > prec or (ops[-1].prec == prec and not right)):
-                    reduce_top()
-                push(_Pending("bin", op, prec, tok))
-                expect_operand = True
-            elif kind == ")":
-                top = reduce_to_marker()
-                if top is None:
-                    fail("unmatched ')'", tok, "remove it, or add the '(' it closes")
-                ops.pop()
-                if top.kind == "call":
-                    top.nargs += 1
-                    finish_call(top)
-            elif kind == ",":
-                top = reduce_to_marker()
-                if top is None:
-                    outputs.append(operands.pop())
-                    commas.append(tok.col)
-                elif top.kind == "call":
-                    top.nargs += 1
-                else:
-                    fail("',' inside parentheses", tok, "outputs are separated at the top level: x*y, x+y")
-                expect_operand = True
-            elif kind == "end":
-                top = reduce_to_marker()
+                i, expect_operand = _operand(s, i, prev)
+            elif tok.kind == "end":
+                top = s.reduce_to_marker()
                 if top is not None:
-                    fail("unclosed '('", top.paren, "add the missing ')'")
-                outputs.append(operands.pop())
+                    s.fail("unclosed '('", top.paren, "add the missing ')'")
+                s.outputs.append(s.operands.pop())
                 break
-            else:  # an operand right after an operand
-                fail(f"missing operator before {tok.text!r}", tok, _times_hint(text, tokens, i))
-            prev = tok
+            else:
+                expect_operand = _after_operand(s, i)
+            prev = tokens[i]
             i += 1
     except GraphError as exc:  # the node limit
         raise ParseError(str(exc), tokens[i].col, text) from None
-    return _Parsed(b.build(outputs), var_cols, commas)
+    return _Parsed(s.builder.build(s.outputs), s.var_cols, s.commas)
+
+
+def _operand(s: _State, i: int, prev) -> tuple[int, bool]:
+    """tokens[i] where an operand is expected: a number, a name, '(' or a unary sign -> the index of the
+    last token it took and whether an operand is still expected."""
+    tok = s.tokens[i]
+    kind = tok.kind
+    if kind == "num":
+        s.operands.append(s.builder.const(tok.value, tok.text))
+        return i, False
+    if kind == "name":
+        return _name(s, i)
+    if kind == "(":
+        s.push(_Pending("paren", "(", -1, tok, tok))
+    elif kind == "op" and tok.text in "+-":
+        if tok.text == "-":  # unary plus changes nothing and is dropped
+            s.push(_Pending("neg", "neg", _UNARY_PREC, tok))
+    else:
+        _missing_operand(s, tok, prev)
+    return i, True
+
+
+def _name(s: _State, i: int) -> tuple[int, bool]:
+    """The name tokens[i] as an operand: a call (which takes the '(' after it), a constant or a variable,
+    -> as :func:`_operand`."""
+    tokens = s.tokens
+    tok = tokens[i]
+    name, call = tok.text, tokens[i + 1].kind == "("
+    if name.startswith("__"):
+        s.fail(f"name {name!r} is reserved: names may not start with '__'", tok)
+    if call:
+        if name in CONSTANTS:
+            s.fail(f"{name} is a constant, not a function", tok, _times_hint(s.text, tokens, i + 1))
+        if name not in FUNCTION_NAMES:
+            s.fail(f"unknown function {name!r}", tok, _unknown_function_hint(name))
+        s.push(_Pending("call", name, -1, tok, tokens[i + 1]))
+        return i + 1, True  # the "(" belongs to the call
+    if name in FUNCTION_NAMES:
+        s.fail(f"{name} is a function; call it as {name}(...)", tok)
+    if name in CONSTANTS:
+        s.operands.append(s.builder.const(CONSTANTS[name], name))
+    else:
+        s.var_cols.setdefault(name, tok.col)
+        s.operands.append(s.builder.var(name))
+    return i, False
+
+
+def _after_operand(s: _State, i: int) -> bool:
+    """tokens[i] right after an operand: a binary operator, ')' or ',' (anything else is an error) -> whether
+    an operand is expected next."""
+    tok = s.tokens[i]
+    kind = tok.kind
+    if kind == "op":
+        op, prec, right = _BINARY[tok.text]
+        ops = s.ops
+        while ops and (ops[-1].prec > prec or (ops[-1].prec == prec and not right)):
+            s.reduce_top()
+        s.push(_Pending("bin", op, prec, tok))
+        return True
+    if kind == ")":
+        top = s.reduce_to_marker()
+        if top is None:
+            s.fail("unmatched ')'", tok, "remove it, or add the '(' it closes")
+        s.ops.pop()
+        if top.kind == "call":
+            top.nargs += 1
+            _finish_call(s, top)
+        return False
+    if kind == ",":
+        top = s.reduce_to_marker()
+        if top is None:
+            s.outputs.append(s.operands.pop())
+            s.commas.append(tok.col)
+        elif top.kind == "call":
+            top.nargs += 1
+        else:
+            s.fail("',' inside parentheses", tok, "outputs are separated at the top level: x*y, x+y")
+        return True
+    s.fail(f"missing operator before {tok.text!r}", tok, _times_hint(s.text, s.tokens, i))
+
+
+def _finish_call(s: _State, e: _Pending) -> None:
+    """Replace a closed call's arguments on the operand stack by its node, once their count is checked."""
+    name, n = e.op, e.nargs
+    lo, hi = _ARITY[name]
+    target = ALIASES.get(name, name)
+    if n < lo or (hi is not None and n > hi):
+        want = f"{lo} or more" if hi is None else f"{lo} or {hi}" if hi != lo else str(lo)
+        s.fail(f"{name} takes {want} argument{'' if want == '1' else 's'}, got {n}", e.tok,
+               f"usage: {_USAGE.get(name, name + '(x)')}")
+    operands, b = s.operands, s.builder
+    args = operands[-n:]
+    del operands[-n:]
+    arity = PRIMITIVES[target].arity
+    if target == "log" and n == 2:  # log base b, as the change of base: log(x) / log(b)
+        out = b.apply("div", b.apply("log", args[0]), b.apply("log", args[1]))
+    elif n > arity:  # min(a, b, c): a binary primitive with no upper bound folds from the left
+        out = args[0]
+        for a in args[1:]:
+            out = b.apply(target, out, a)
+    else:
+        out = b.apply(target, *args)
+    operands.append(out)
+
+
+def _missing_operand(s: _State, tok, prev) -> None:
+    """An operand was expected but tok came (after prev, None at the start): name what is missing, where."""
+    if prev is None:
+        if tok.kind == "end":
+            s.fail("empty expression", tok)
+        if tok.kind == ")":
+            s.fail("unmatched ')'", tok, "remove it, or add the '(' it closes")
+        s.fail(f"missing operand before {tok.text!r}", tok)
+    if prev.kind == "op":
+        s.fail(f"missing operand after {prev.text!r}", prev)
+    if prev.kind == "(":
+        if tok.kind == "end":
+            s.fail("unclosed '('", prev, "add the missing ')'")
+        if tok.kind == ")" and s.ops[-1].kind == "paren":
+            s.fail("empty parentheses", prev)
+        if tok.kind == ")":
+            _finish_call(s, s.ops.pop())  # f(): reports the argument count
+        s.fail(f"missing argument before {tok.text!r}", tok)
+    if tok.kind == "end":  # prev is a comma, as below
+        s.fail("trailing comma", prev, "remove the last ',' or add another expression after it")
+    if tok.kind == ")":
+        s.fail("missing argument after ','", prev)
+    s.fail("empty element before ','", tok)
 
 
 def parse(text: str, *, max_length: int = 100_000, max_depth: int = 10_000,

@@ -7,6 +7,8 @@ Arrays carry the variables before the points: ``x`` is (n, P); a stencil evaluat
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from gradcli.core.graph import Graph, graph_sweep, walk
@@ -99,6 +101,53 @@ def central_candidates(xp, x, rows, eps, probe=False, straddle=None, noise_scale
     -> (D1, est, hs, settled): estimates and their errors (K, n_out, n, P), steps (K, n, P), and where
     round-off already outweighs truncation and no smaller step disagrees (K, n_out, n, P): there a smaller
     step can only be worse, since its round-off grows faster than its truncation shrinks."""
+    st = _stencil(xp, x, rows, eps, which, noise_scale)
+    noise = _round_off(xp, st, rows, probe, bounded)
+    d1, d2 = xp.abs(st.D2 - st.D1), xp.abs(st.D4 - st.D2)
+    # in the asymptotic range the error falls like h**2, so D(4h)-D(2h) is about 4 times
+    # D(2h)-D(h); anything else (a period or a pole within the stencil) voids the estimate
+    asymptotic = (d1 <= 2 * noise) | ((d2 >= 2 * d1) & (d2 <= 8 * d1))
+    own = xp.where(asymptotic, d1 / 3 + noise, xp.inf)
+    own = xp.where(xp.isfinite(own) & xp.isfinite(st.D1), own, xp.inf)
+    own = _unresolved(xp, st, own, straddle)
+    # no step can be in the h**2 regime when a smaller one is clearly out of it (not merely noisy): at
+    # sin(x) at 1e16 or tan(x) next to pi/2 the smallest step float64 allows already spans a period or
+    # the pole, and a huge step that looks converged (it spans a near-whole number of periods) is not
+    out = ~asymptotic & (d1 > 8 * noise) & xp.isfinite(st.D1)
+    smaller_out = xp.flip(xp.cumsum(xp.flip(out, axis=0), axis=0) > 0, axis=0)
+    void = xp.zeros_like(out)
+    void[:-1] = smaller_out[1:]
+    own = xp.where(void, xp.inf, own)
+    est = _against_smaller(xp, st.D1, own)
+    settled = asymptotic & (d1 / 3 <= 2 * noise) & (est <= own) & xp.isfinite(own)
+    return st.D1, est, st.hs, settled
+
+
+@dataclass(frozen=True)
+class _Stencil:
+    """What the steps of :func:`central_candidates` share: the candidate steps, f on their stencils and
+    the differences there. Arrays are the namespace's (on the device in batch mode)."""
+
+    x: object  # the points (n, P)
+    eps: float
+    hs: object  # the steps (K, n, P)
+    clamped: object  # where the natural step was below one ulp of x, which was taken instead (K, n, P)
+    offsets: object  # :data:`OFFSETS` as an array
+    Fv: object  # f at x +-h, +-2h, +-4h (K, 6, n_out, n, P)
+    D1: object  # the central differences at h (K, n_out, n, P); D2 and D4 at 2h and 4h
+    D2: object
+    D4: object
+    scale: object  # noise_scale as (n_out, P) or (n_out, 1), or None
+
+
+def _by_candidate(F, K: int, m: int, shape):
+    """f over the deltas of K candidates of m rows each, (n_out, K * m, n, P) -> (K, m, n_out, n, P);
+    ``shape`` is x's (n, P)."""
+    return F.reshape(F.shape[0], K, m, *shape).transpose(1, 2, 0, 3, 4)
+
+
+def _stencil(xp, x, rows, eps, which, noise_scale) -> _Stencil:
+    """The candidate steps, f at +-h, +-2h and +-4h for each, and the central differences there."""
     scales = candidate_scales(xp, x)
     if which is not None:
         scales = scales[:, list(which)]
@@ -113,66 +162,77 @@ def central_candidates(xp, x, rows, eps, probe=False, straddle=None, noise_scale
     hs = xp.stack([representable(x, xp.maximum(h, ulp)) for h in natural])
     offsets = xp.asarray(OFFSETS, dtype=x.dtype)
     deltas = (offsets[None, :, None, None] * hs[:, None]).reshape(K * len(OFFSETS), n, P)
-    shape = lambda F: F.reshape(F.shape[0], K, len(OFFSETS), n, P).transpose(1, 2, 0, 3, 4)
-    Fv = shape(rows(deltas, None))
+    Fv = _by_candidate(rows(deltas, None), K, len(OFFSETS), (n, P))
     h = hs[:, None]
-    D1 = (Fv[:, 0] - Fv[:, 1]) / (2 * h)
-    # the probes need only the rows +-h (evaluation is elementwise: the other rows would not change them)
-    inner = (offsets[None, :2, None, None] * hs[:, None]).reshape(K * 2, n, P)
-    side = xp.tile(xp.sign(offsets[:2]), K)
-    jiggle = xp.zeros_like(D1)
-    for pattern in probe_patterns(side) if probe else ():
-        Fj = rows(inner, pattern)
-        Fj = Fj.reshape(Fj.shape[0], K, 2, n, P).transpose(1, 2, 0, 3, 4)
-        jiggle = xp.fmax(jiggle, 4 * xp.abs((Fj[:, 0] - Fj[:, 1]) / (2 * h) - D1))
-    D2 = (Fv[:, 2] - Fv[:, 3]) / (4 * h)
-    D4 = (Fv[:, 4] - Fv[:, 5]) / (8 * h)
-    # round-off: f's own rounding, plus the rounding of intermediate values as large as x (sin(100*x)
+    scale = None
+    if noise_scale is not None:
+        scale = xp.asarray(noise_scale, dtype=x.dtype)
+        scale = scale[:, None] if scale.ndim == 1 else scale
+    return _Stencil(x=x, eps=eps, hs=hs, clamped=clamped, offsets=offsets, Fv=Fv,
+                    D1=(Fv[:, 0] - Fv[:, 1]) / (2 * h), D2=(Fv[:, 2] - Fv[:, 3]) / (4 * h),
+                    D4=(Fv[:, 4] - Fv[:, 5]) / (8 * h), scale=scale)
+
+
+def _round_off(xp, st: _Stencil, rows, probe, bounded):
+    """The round-off each difference at h may carry (K, n_out, n, P)."""
+    # f's own rounding, plus the rounding of intermediate values as large as x (sin(100*x)
     # at x = 1e4 carries eps*1e6 in its argument), which does not look like noise across nearby steps.
     # The rounding probes (one more ulp per operation) measure it; without them the bound eps*|x*f'|
     # stands in (which would also charge sin(x) at x = 1e15, whose steps are exact)
-    bound = xp.abs(x)[None, None] * xp.abs(D1) if bounded else 0.0
+    eps, Fv, h = st.eps, st.Fv, st.hs[:, None]
+    jiggle = _probed(xp, st, rows, probe)
+    bound = xp.abs(st.x)[None, None] * xp.abs(st.D1) if bounded else 0.0
     noise = 4 * eps * ((xp.abs(Fv[:, 0]) + xp.abs(Fv[:, 1])) / 2 + bound) / h
     noise = xp.fmax(noise, jiggle)
-    if noise_scale is not None:  # outputs that cancel carry rounding relative to their terms, not to |f|
-        scale = xp.asarray(noise_scale, dtype=x.dtype)
-        scale = scale[:, None] if scale.ndim == 1 else scale
-        noise = xp.fmax(noise, 8 * eps * scale[None, :, None, :] / h)
-    d1, d2 = xp.abs(D2 - D1), xp.abs(D4 - D2)
-    # in the asymptotic range the error falls like h**2, so D(4h)-D(2h) is about 4 times
-    # D(2h)-D(h); anything else (a period or a pole within the stencil) voids the estimate
-    asymptotic = (d1 <= 2 * noise) | ((d2 >= 2 * d1) & (d2 <= 8 * d1))
-    own = xp.where(asymptotic, d1 / 3 + noise, xp.inf)
-    own = xp.where(xp.isfinite(own) & xp.isfinite(D1), own, xp.inf)
+    if st.scale is not None:  # outputs that cancel carry rounding relative to their terms, not to |f|
+        noise = xp.fmax(noise, 8 * eps * st.scale[None, :, None, :] / h)
+    return noise
+
+
+def _probed(xp, st: _Stencil, rows, probe):
+    """Four times the largest change of the differences at h under the rounding probes (0 without them)."""
+    # the probes need only the rows +-h (evaluation is elementwise: the other rows would not change them)
+    K = st.hs.shape[0]
+    n, P = st.x.shape
+    h = st.hs[:, None]
+    inner = (st.offsets[None, :2, None, None] * h).reshape(K * 2, n, P)
+    side = xp.tile(xp.sign(st.offsets[:2]), K)
+    jiggle = xp.zeros_like(st.D1)
+    for pattern in probe_patterns(side) if probe else ():
+        Fj = _by_candidate(rows(inner, pattern), K, 2, (n, P))
+        jiggle = xp.fmax(jiggle, 4 * xp.abs((Fj[:, 0] - Fj[:, 1]) / (2 * h) - st.D1))
+    return jiggle
+
+
+def _unresolved(xp, st: _Stencil, own, straddle):
+    """``own`` with inf where no step resolves f': one ulp of x moves f visibly, or the stencil straddles a
+    kink, jump or pole."""
     # where one ulp of x already moves f by a visible share of its size, no difference quotient resolves
     # f': the samples alias (sin(x + k ulp) at 1e150 is a smooth-looking sinusoid in k), so every step,
     # however converged it looks, says nothing
+    Fv = st.Fv
     size = (xp.abs(Fv[:, 0]) + xp.abs(Fv[:, 1])) / 2
-    if noise_scale is not None:
-        size = xp.fmax(size, scale[None, :, None, :])
-    jumpy = clamped[:, None] & (xp.abs(Fv[:, 0] - Fv[:, 1]) / 2 > ILL_CONDITIONED * size)
+    if st.scale is not None:
+        size = xp.fmax(size, st.scale[None, :, None, :])
+    jumpy = st.clamped[:, None] & (xp.abs(Fv[:, 0] - Fv[:, 1]) / 2 > ILL_CONDITIONED * size)
     own = xp.where(jumpy.any(axis=0)[None], xp.inf, own)
     # a stencil that reaches across a kink, jump or pole averages two sides
-    for k in range(n) if straddle is not None else ():
-        hit = straddle(k, 4 * hs[:, k])
+    for k in range(st.x.shape[0]) if straddle is not None else ():
+        hit = straddle(k, 4 * st.hs[:, k])
         own[:, :, k] = xp.where(hit[:, None], xp.inf, own[:, :, k])
-    # no step can be in the h**2 regime when a smaller one is clearly out of it (not merely noisy): at
-    # sin(x) at 1e16 or tan(x) next to pi/2 the smallest step float64 allows already spans a period or
-    # the pole, and a huge step that looks converged (it spans a near-whole number of periods) is not
-    out = ~asymptotic & (d1 > 8 * noise) & xp.isfinite(D1)
-    smaller_out = xp.flip(xp.cumsum(xp.flip(out, axis=0), axis=0) > 0, axis=0)
-    void = xp.zeros_like(out)
-    void[:-1] = smaller_out[1:]
-    own = xp.where(void, xp.inf, own)
+    return own
+
+
+def _against_smaller(xp, D1, own):
+    """Each candidate's error estimate: its own error, or its gap to a smaller step where that is larger."""
     # a step is only as good as its agreement with every smaller one, beyond their own error:
     # for abs(x) at x = 1e-160 all steps above 1e-160 agree on 0, and only the smaller ones know
     est = own.copy()
-    for k in range(K - 1):
+    for k in range(own.shape[0] - 1):
         gap = xp.abs(D1[k] - D1[k + 1:]) - own[k + 1:]
         gap = xp.where(xp.isfinite(gap), gap, 0.0)
         est[k] = xp.maximum(est[k], gap.max(axis=0))
-    settled = asymptotic & (d1 / 3 <= 2 * noise) & (est <= own) & xp.isfinite(own)
-    return D1, est, hs, settled
+    return est
 
 
 @quiet

@@ -10,6 +10,7 @@ replace all of it with numpy.isclose's convention, as for ``grad``.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -87,22 +88,92 @@ def compare_hessian(graph: Graph, point: dict, expression: str = "", methods=Non
     return report
 
 
+@dataclass(frozen=True)
+class _Problem:
+    """The graph at the point (in float64), and where :func:`diagnose_hessian` found the value, the
+    gradient and each Hessian entry undefined."""
+
+    graph: Graph
+    point: dict
+    diags: list
+    bad_value: bool
+    bad_grad: np.ndarray
+    bad: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.graph.variables)
+
+    def label(self, i, k) -> str:
+        """How an entry is named in messages."""
+        return f"d²f/d{self.graph.variables[i]}d{self.graph.variables[k]}"
+
+
+@dataclass(frozen=True)
+class _Reference:
+    """What the methods are judged against: its name (a method's, or symbolic), the Hessian (None where
+    there is none), sympy's exact entries, the gradient and the differences' own error estimate."""
+
+    name: str
+    hessian: np.ndarray | None
+    exact: list | None
+    gradient: np.ndarray | None
+    estimate: np.ndarray | None
+
+
+@dataclass(frozen=True)
+class _Conditioning:
+    """The Hessian's size without cancellation, how far rounding moves it, and the entries float64 cannot
+    resolve."""
+
+    scale: np.ndarray
+    spread: np.ndarray
+    ill: np.ndarray
+
+
 def _compare(graph, point, expression, selected, rtol, atol, timeout, warnings) -> HessianReport:
+    """The report of :func:`compare_hessian`, and each method's gradient for the directional derivatives."""
     point = {v: float(point[v]) for v in graph.variables}
-    n = len(graph.variables)
-    diags, bad_value, bad_grad, bad = diagnose_hessian(graph, point)
+    at = _Problem(graph, point, *diagnose_hessian(graph, point))
 
     t0 = time.perf_counter()
     sym = hm.symbolic_hessian(graph, point, timeout=timeout)
     sym_seconds = time.perf_counter() - t0
 
+    results, gradients = _run_methods(at, selected)
+    ref = _reference(at, sym, results)
+    cond = _conditioning(at, ref, results)
+    if "symbolic" in selected:
+        results["symbolic"] = MethodResult("symbolic", ref.hessian.copy() if sym.status != "unavailable" else None,
+                                           "ok" if sym.status == "ok" else sym.status, sym.message,
+                                           seconds=sym_seconds)
+        if sym.status != "unavailable":
+            gradients["symbolic"] = ref.gradient
+    value = _value(graph, point, at.bad_value)
+    _judge(at, ref, cond, results, rtol, atol)
+
+    ordered = {k: results[k] for k in HESSIAN_ORDER if k in results}
+    report = HessianReport(expression, list(graph.variables), point, value,
+                           None if ref.gradient is None else np.where(at.bad_grad | at.bad_value, np.nan, ref.gradient),
+                           sym.text or None, ref.name, ordered, "agree", diagnostics=at.diags,
+                           warnings=list(warnings),
+                           reference_hessian=None if ref.hessian is None else np.where(at.bad, np.nan, ref.hessian),
+                           symmetry={k: symmetry(m.jacobian) for k, m in ordered.items()},
+                           symbolic_gradient=sym.gradient_text or None)
+    _curvature(report, at, ref, results)
+    verdict(report, sym.status, sym.message, at.bad, ref.hessian is not None)
+    return report, gradients
+
+
+def _run_methods(at: _Problem, selected) -> tuple[dict, dict]:
+    """Every selected route but symbolic, timed -> their results and the gradients they computed on the way."""
     results, gradients = {}, {}
     for name in selected:
         if name == "symbolic":
             continue
         t0 = time.perf_counter()
         try:
-            r = _RUN[name](graph, point)
+            r = _RUN[name](at.graph, at.point)
             H, est, status, msg = r.hessian, r.error, r.status, r.message
             gradients[name] = r.gradient
         except Exception as exc:  # a method failing is a finding to report, not a crash
@@ -110,7 +181,13 @@ def _compare(graph, point, expression, selected, rtol, atol, timeout, warnings) 
         results[name] = MethodResult(name, None if H is None else np.array(H, dtype=float), status, msg,
                                      error_estimate=None if est is None else np.asarray(est, dtype=float),
                                      seconds=time.perf_counter() - t0)
+    return results, gradients
 
+
+def _reference(at: _Problem, sym, results: dict) -> _Reference:
+    """sympy's Hessian and gradient where it has them, else the best the methods offer, with reverse mode's
+    gradient."""
+    graph, point, n = at.graph, at.point, at.n
     ref_exact, ref_grad, ref_estimate = None, None, None
     if sym.status in ("ok", "undefined"):
         reference, ref_exact = "symbolic", sym.values
@@ -124,6 +201,12 @@ def _compare(graph, point, expression, selected, rtol, atol, timeout, warnings) 
             ref_grad = np.asarray(reverse.jacobian(graph, point)[1][0], dtype=float)
         except Exception:
             ref_grad = None
+    return _Reference(reference, ref, ref_exact, ref_grad, ref_estimate)
+
+
+def _conditioning(at: _Problem, ref: _Reference, results: dict) -> _Conditioning:
+    """The tolerances' scale and rounding spread, and which entries the rounding makes ill-conditioned."""
+    graph, point, n = at.graph, at.point, at.n
     run = lambda p, signs: hm.forward_over_forward(graph, p, signs)
     try:
         spread = hm.rounding_spread(graph, point)
@@ -138,43 +221,35 @@ def _compare(graph, point, expression, selected, rtol, atol, timeout, warnings) 
         scale = np.nan_to_num(hm.magnitudes(graph, point), nan=0.0)
     except Exception:
         scale = np.zeros((n, n))
-    label = lambda i, k: f"d²f/d{graph.variables[i]}d{graph.variables[k]}"
-    ill = classify(graph, point, ref, scale, spread, floor_spread, ad,
-                   lambda: forward.rounding_culprits(run, graph, point), diags, bad, label,
-                   exact=reference == "symbolic")
-    if "symbolic" in selected:
-        results["symbolic"] = MethodResult("symbolic", ref.copy() if sym.status != "unavailable" else None,
-                                           "ok" if sym.status == "ok" else sym.status, sym.message,
-                                           seconds=sym_seconds)
-        if sym.status != "unavailable":
-            gradients["symbolic"] = ref_grad
-    value = _value(graph, point, bad_value)
-    xs = np.array([max(abs(point[v]), 1.0) for v in graph.variables])
-    g = np.abs(np.nan_to_num(ref_grad)) if ref_grad is not None else np.zeros(n)
-    floor = vt.floor(FLOOR_SHARE, g, xs)  # the differences see the gradient to ~1e-8 of its size
-    judge_all(results, reference, ref, ref_exact, bad, scale, spread, rtol, atol, floor, HESSIAN_TOLERANCES,
-              HESSIAN_NUMERICAL, label=label, ref_estimate=ref_estimate, ill=ill)
+    ill = classify(graph, point, ref.hessian, scale, spread, floor_spread, ad,
+                   lambda: forward.rounding_culprits(run, graph, point), at.diags, at.bad, at.label,
+                   exact=ref.name == "symbolic")
+    return _Conditioning(scale, spread, ill)
 
-    ordered = {k: results[k] for k in HESSIAN_ORDER if k in results}
-    report = HessianReport(expression, list(graph.variables), point, value,
-                           None if ref_grad is None else np.where(bad_grad | bad_value, np.nan, ref_grad),
-                           sym.text or None, reference, ordered, "agree", diagnostics=diags,
-                           warnings=list(warnings),
-                           reference_hessian=None if ref is None else np.where(bad, np.nan, ref),
-                           symmetry={k: symmetry(m.jacobian) for k, m in ordered.items()},
-                           symbolic_gradient=sym.gradient_text or None)
-    if ref is not None and not bad.any() and np.isfinite(ref).all():
-        sym_ref = (ref + ref.T) / 2
-        report.eigenvalues = np.linalg.eigvalsh(sym_ref) if n else np.zeros(0)
-        tol = DEFINITENESS_RTOL
-        if reference == "central_of_reverse" and n:  # only as good as the differences' own estimate
-            est = results[reference].error_estimate
-            big = np.max(np.abs(report.eigenvalues))
-            if est is not None and big > 0:
-                tol = max(tol, 10 * float(np.max(np.nan_to_num(est))) / big)
-        report.definiteness = definiteness(report.eigenvalues, tol)
-    verdict(report, sym.status, sym.message, bad, ref is not None)
-    return report, gradients
+
+def _judge(at: _Problem, ref: _Reference, cond: _Conditioning, results: dict, rtol, atol) -> None:
+    """Every method's status and errors against the reference, with ``grad``'s tolerances."""
+    xs = np.array([max(abs(at.point[v]), 1.0) for v in at.graph.variables])
+    g = np.abs(np.nan_to_num(ref.gradient)) if ref.gradient is not None else np.zeros(at.n)
+    floor = vt.floor(FLOOR_SHARE, g, xs)  # the differences see the gradient to ~1e-8 of its size
+    judge_all(results, ref.name, ref.hessian, ref.exact, at.bad, cond.scale, cond.spread, rtol, atol, floor,
+              HESSIAN_TOLERANCES, HESSIAN_NUMERICAL, label=at.label, ref_estimate=ref.estimate, ill=cond.ill)
+
+
+def _curvature(report: HessianReport, at: _Problem, ref: _Reference, results: dict) -> None:
+    """The reference's eigenvalues and definiteness, where every entry of it is defined and finite."""
+    H, n = ref.hessian, at.n
+    if H is None or at.bad.any() or not np.isfinite(H).all():
+        return
+    sym_ref = (H + H.T) / 2
+    report.eigenvalues = np.linalg.eigvalsh(sym_ref) if n else np.zeros(0)
+    tol = DEFINITENESS_RTOL
+    if ref.name == "central_of_reverse" and n:  # only as good as the differences' own estimate
+        est = results[ref.name].error_estimate
+        big = np.max(np.abs(report.eigenvalues))
+        if est is not None and big > 0:
+            tol = max(tol, 10 * float(np.max(np.nan_to_num(est))) / big)
+    report.definiteness = definiteness(report.eigenvalues, tol)
 
 
 def _fallback_reference(graph, point, results):
