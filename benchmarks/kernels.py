@@ -35,7 +35,7 @@ import torch  # noqa: E402
 import attention as att  # noqa: E402
 import layernorm as ln  # noqa: E402
 import softmax as sm  # noqa: E402
-from gradcli.checks.kernel_runs import Runner  # noqa: E402
+from gradcli.checks.kernels.runs import Runner  # noqa: E402
 from gradcli.checks.registry import build_spec, materialize  # noqa: E402
 from gradcli.checks.runner import run_check  # noqa: E402
 

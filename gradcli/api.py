@@ -11,7 +11,8 @@ from gradcli.verdict.point import PointOptions, compare_point
 from gradcli.core.assignments import check_names
 from gradcli.core.errors import BadInput, brief, real_number
 from gradcli.core.graph import Graph
-from gradcli.core.parser import parse_expression, suggest_call, suspicious_variables
+from gradcli.core.parse_hints import suggest_call, suspicious_variables
+from gradcli.core.parser import parse_expression
 from gradcli.render.json import finite_or_none
 from gradcli.verdict.report import HESSIAN_ORDER, GradReport, HessianReport, MethodResult
 

@@ -171,7 +171,7 @@ def _session():
 
 
 def _isolated():
-    from gradcli.checks import isolated
+    from gradcli.checks.process import isolated
 
     return isolated
 

@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gradcli.core.graph import Graph, evaluate
-from gradcli.core.parser import ParseError, parse, parse_constant, suggest_call, suspicious_variables
+from gradcli.core.parse_hints import suggest_call, suspicious_variables
+from gradcli.core.parser import ParseError, parse, parse_constant
 from gradcli.core.primitives import FUNCTION_NAMES, PRIMITIVES
 
 X, Y, Z = 1.7, -0.3, 2.5

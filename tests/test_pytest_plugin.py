@@ -10,7 +10,8 @@ import pytest
 # extensions cannot be loaded twice in a process, so what the inner sessions load is loaded here first
 import numpy.ma  # noqa: E402,F401
 import numpy.random  # noqa: E402,F401
-from gradcli.checks import isolated, session  # noqa: E402,F401
+from gradcli.checks.process import isolated  # noqa: E402,F401
+from gradcli.checks import session  # noqa: E402,F401
 
 pytest_plugins = ["pytester"]
 # the inner runs need neither hypothesis (a second or more to import in a fresh run) nor a cache

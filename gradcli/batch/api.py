@@ -10,7 +10,8 @@ from gradcli.core import options as option_values
 from gradcli.core.errors import BadInput, brief
 from gradcli.core.graph import Graph
 from gradcli.methods.symbolic import DEFAULT_TIMEOUT
-from gradcli.core.parser import parse_constant, suggest_call, suspicious_variables
+from gradcli.core.parse_hints import suggest_call, suspicious_variables
+from gradcli.core.parser import parse_constant
 from gradcli.batch import distributed
 from gradcli.batch.compare import run_batch
 from gradcli.batch.options import WORST, BatchOptions

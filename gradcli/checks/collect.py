@@ -17,7 +17,7 @@ import sys
 import traceback
 
 from gradcli.core.errors import BadInput
-from gradcli.checks.interrupt import is_user_interrupt, raised_by_user_code
+from gradcli.checks.process.interrupt import is_user_interrupt, raised_by_user_code
 from gradcli.checks.spec import REGISTRY
 
 #: Folders never searched (besides hidden ones and virtual environments, found by their pyvenv.cfg).

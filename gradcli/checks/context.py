@@ -41,7 +41,7 @@ DIRECTIONS = 4
 #: Every cotangent v a vjp under test is given is c v, and what it returns is divided by c: with a scalar
 #: output's cotangent 1 (and full mode's e_j) alone, a backward that ignores its cotangent would pass. A
 #: power of two, so that dividing it out is exact in every dtype; negative, so that a rule that loses the
-#: cotangent's sign shows too (gradcli.checks.under_test.user_vjp_at).
+#: cotangent's sign shows too (gradcli.checks.comparisons.under_test.user_vjp_at).
 COTANGENT_SCALE = -2.0
 MAX_MISMATCHES = 10
 #: The coarsest Taylor-test resolution (relative error in <g, v> that would still show) at which an
@@ -83,7 +83,7 @@ class Outcome:
     precision: tuple | None = None  # below float64: (digits, underflow) by input (findings.precision_by_input)
     taylor2: Any = None
     stop: bool = False  # the check ends here: nothing after this comparison runs
-    kernel: tuple | None = None  # a kernel check's compared quantities (gradcli.checks.kernel.Quantity)
+    kernel: tuple | None = None  # a kernel check's compared quantities (gradcli.checks.kernels.criterion.Quantity)
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ class CheckContext:
     out_shape: tuple
     f0: np.ndarray  # the float64 output at the inputs, flat
     user_grads: Any  # with_grad: the gradients the function returned beside its value
-    numf: Any  # gradcli.checks.numeric.Function over the float64 inputs
+    numf: Any  # gradcli.checks.comparisons.numeric.Function over the float64 inputs
     ad: Any  # the traced AD (or the expression's), None where not usable
     setup_notes: tuple = ()  # notes made while the context was built
     #: the trace proves the output piecewise constant in the wrt inputs (it reaches them only through

@@ -33,7 +33,8 @@ import numpy as np
 from gradcli.core import options as option_values
 from gradcli.core.errors import BadInput
 from gradcli.core.parser import ParseError, parse
-from gradcli.checks import framework as frameworks, kernel_options
+from gradcli.checks.targets import framework as frameworks
+from gradcli.checks.kernels import options as kernel_options
 from gradcli.checks.spec import OPTIONS, REGISTRY, CheckSpec
 
 MODES = ("auto", "full", "fast")

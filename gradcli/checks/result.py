@@ -63,13 +63,13 @@ class CheckResult:
     traceback: str = ""  # the user's own frames, for status error / a raising gradient
     notes: list = field(default_factory=list)  # e.g. "np.asarray cut the trace at line 12; numerics used"
     order: int = 1  # 2: the gradient's own derivative (Hessian-vector products) is checked too
-    second_order: dict | None = None  # order 2: what was compared (see gradcli.checks.second_order)
+    second_order: dict | None = None  # order 2: what was compared (see gradcli.checks.comparisons.second_order)
     taylor: object = None  # TaylorResult of the first-order Taylor-remainder test, when it ran
     taylor2: object = None  # TaylorResult of the second-order test (with the Hv term), when it ran
     dtype: str = "float64"  # the dtype the gradient under test was computed in (autocast: its dtype)
     digits: dict | None = None  # below float64: input -> correct digits of the gradient under test
     underflow: dict | None = None  # below float64: input -> share of entries 0 where the reference is not
-    kernel: list | None = None  # reference= checks: gradcli.checks.kernel.Quantity per output and input
+    kernel: list | None = None  # reference= checks: gradcli.checks.kernels.criterion.Quantity per output and input
 
     @property
     def taylor_slope(self) -> float | None:

@@ -1,10 +1,10 @@
 """One run of gradcli checks in this process: paths and defaults in, a CheckReport out.
 
-``gradcli check`` (in each model process, gradcli.checks.worker) and the pytest plugin both run checks
+``gradcli check`` (in each model process, gradcli.checks.process.worker) and the pytest plugin both run checks
 through here, so the two agree on the defaults (``[tool.gradcli]``, then the caller's options over
 them), on what an internal error is, and on when a run stops (the user's Ctrl-C, never a model's
-``sys.exit``; see gradcli.checks.interrupt). The pytest plugin and the Python API run the model's code
-here, in the caller's process; only ``gradcli check`` isolates it (gradcli.checks.isolated).
+``sys.exit``; see gradcli.checks.process.interrupt). The pytest plugin and the Python API run the model's code
+here, in the caller's process; only ``gradcli check`` isolates it (gradcli.checks.process.isolated).
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Callable
 from gradcli.core.errors import BadInput
 from gradcli.checks import config
 from gradcli.checks.collect import check_pattern, collect, find_files, needs_extra
-from gradcli.checks.interrupt import is_user_interrupt
+from gradcli.checks.process.interrupt import is_user_interrupt
 from gradcli.core.signals import interrupted, watching_signals
 from gradcli.checks.result import CheckReport, CheckResult
 from gradcli.checks.runner import run_check

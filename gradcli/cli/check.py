@@ -9,9 +9,13 @@ import time
 
 import click
 
-from gradcli.checks import config, isolated, session
+from gradcli.checks import config
+
+from gradcli.checks.process import isolated
+
+from gradcli.checks import session
 from gradcli.core.signals import stop_exit_status, stop_message, stops_deferred, stops_resumed, watching_signals
-from gradcli.checks.worker import TIME_LIMIT_S
+from gradcli.checks.process.worker import TIME_LIMIT_S
 from gradcli.core import options as option_values
 from gradcli.core.errors import BadInput
 from gradcli.verdict.exit_codes import exit_code
@@ -181,7 +185,7 @@ def _refuse(err: BadInput, as_json: bool, junit_path: str | None):
 
 def run_files_report(paths, pattern, defaults: dict, limit: float, progress_console=None,
                      started: float | None = None):
-    """Check the files under ``paths``, each in its own process (gradcli.checks.isolated), the model
+    """Check the files under ``paths``, each in its own process (gradcli.checks.process.isolated), the model
     processes' output and the file errors on stderr, a progress bar once it is slow -> CheckReport."""
     started = time.perf_counter() if started is None else started
     # the bar counts model files, whose number is known from the start; their checks are known only as

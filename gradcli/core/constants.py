@@ -32,7 +32,7 @@ HESSIAN_NUMERICAL = ("central_of_reverse",)
 ESTIMATE_SAFETY = 10.0
 ROUNDING_SAFETY = 10.0
 #: ``gradcli check``'s factor on its Ridders estimate: 3, not 10, because those estimates are already
-#: pessimistic (the larger of the tableau's change and the gap to a second step, see gradcli.checks.numeric).
+#: pessimistic (the larger of the tableau's change and the gap to a second step, see gradcli.checks.comparisons.numeric).
 CHECK_ESTIMATE_SAFETY = 3.0
 #: Below this, float64 has no relative precision left (subnormal numbers): no method can do better.
 SUBNORMAL = 16 * np.finfo(np.float64).tiny

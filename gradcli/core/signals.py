@@ -135,7 +135,7 @@ def stop_message() -> str:
 
 
 def as_model_process() -> None:
-    """A model process (gradcli.checks.worker) answers no stop signal itself: the parent ends it. So
+    """A model process (gradcli.checks.process.worker) answers no stop signal itself: the parent ends it. So
     SIGINT is ignored there, SIGTERM and SIGHUP end it at once, and a KeyboardInterrupt raised there
     always comes from the model's code."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)

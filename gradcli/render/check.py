@@ -283,7 +283,7 @@ def stopped_text(report: CheckReport, ran: str) -> str:
     return counted
 
 
-#: The count the comparisons' messages give (gradcli.checks.findings.count_text, forward mode's own).
+#: The count the comparisons' messages give (gradcli.checks.comparisons.findings.count_text, forward mode's own).
 _COUNT = re.compile(r"\b(\d+) of (\d+) entries\b")
 #: A headline longer than this keeps fewer of the message's clauses.
 HEADLINE = 100

@@ -1,4 +1,4 @@
-"""A kernel check's compared quantities as a table (``reference=`` checks; gradcli.checks.kernel)."""
+"""A kernel check's compared quantities as a table (``reference=`` checks; gradcli.checks.kernels.criterion)."""
 from __future__ import annotations
 
 from gradcli.render.screen import Table, Text

@@ -1,11 +1,11 @@
-"""The finite differences' steps evaluated in batches (gradcli.checks.batched_steps): the same columns, value
+"""The finite differences' steps evaluated in batches (gradcli.checks.comparisons.batched_steps): the same columns, value
 for value, as one call per step (the reference: the same numerics without a batch), gathered a bounded
 number of moved elements at a time; a batch that differs from single calls is dropped for them."""
 import numpy as np
 import pytest
 
-from gradcli.checks import batched_steps
-from gradcli.checks import numeric as num
+from gradcli.checks.comparisons import batched_steps
+from gradcli.checks.comparisons import numeric as num
 
 BASE = {"x": np.array([0.3, -1.2, 2.0, 0.7]), "y": np.array([1.5, 0.4, -0.8, 2.2])}
 

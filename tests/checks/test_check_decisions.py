@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from cli_helpers import check, model, strict_json
-from gradcli.checks import taylor
-from gradcli.checks.findings import float64_hint
+from gradcli.checks.comparisons import taylor
+from gradcli.checks.comparisons.findings import float64_hint
 
 HEADER = "import numpy as np\nimport gradcli\n"
 SEEDS = range(6)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from cli_helpers import check, model, strict_json
-from gradcli.checks import numeric as num
+from gradcli.checks.comparisons import numeric as num
 from gradcli.checks.registry import build_spec
 from gradcli.checks.runner import run_check
 

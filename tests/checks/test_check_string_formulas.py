@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gradcli.checks.expression_formulas import PROVED
+from gradcli.checks.targets.expression_formulas import PROVED
 from gradcli.checks.registry import build_spec
 from gradcli.checks.runner import run_check
 

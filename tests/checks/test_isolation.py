@@ -21,8 +21,8 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from gradcli.checks import isolated
-from gradcli.checks.worker import GRACE_S
+from gradcli.checks.process import isolated
+from gradcli.checks.process.worker import GRACE_S
 from cli_helpers import check, model, placed
 
 pytestmark = pytest.mark.skipif(not isolated.AVAILABLE, reason="model processes need os.fork (POSIX)")
@@ -416,7 +416,7 @@ def counts(x):
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="counts zombies in /proc")
 def test_ended_model_processes_are_reaped_as_the_run_goes_not_at_its_end(tmp_path):
-    from gradcli.checks.model_process import MAX_UNREAPED
+    from gradcli.checks.process.model_process import MAX_UNREAPED
 
     (tmp_path / "models").mkdir()
     (tmp_path / "counts").mkdir()

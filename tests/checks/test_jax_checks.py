@@ -6,7 +6,7 @@ from functools import partial
 import numpy as np
 import pytest
 
-from gradcli.checks import jax_target
+from gradcli.checks.targets import jax_target
 from gradcli.checks.registry import build_spec, materialize
 from gradcli.checks.runner import run_check
 from gradcli.core.errors import BadInput

@@ -1,4 +1,4 @@
-"""A framework's rule at a kink (gradcli.checks.subgradient): a value between the one-sided derivatives
+"""A framework's rule at a kink (gradcli.checks.comparisons.subgradient): a value between the one-sided derivatives
 along every direction checked is a valid subgradient and passes with a note naming the convention; one
 outside fails; a numpy check's gradient at a kink stays nondifferentiable. References: gradcheck where it
 has a verdict of its own (it compares with central differences, the mean of the one-sided slopes), and

@@ -211,7 +211,7 @@ def test_sigint_stops_the_run_reports_what_ran_and_exits_130(tmp_path, as_json):
 #: Where the stop lands: while the command is imported, while --junit is checked against the folder's
 #: model files, once it has been, and as the model files start.
 EARLY = ["gradcli.cli:load_command", "gradcli.checks.collect:find_files", "gradcli.checks.config:load_defaults",
-         "gradcli.checks.isolated:run_files"]
+         "gradcli.checks.process.isolated:run_files"]
 
 
 def stale_gradcli_report() -> str:

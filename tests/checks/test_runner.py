@@ -244,7 +244,7 @@ def test_inconclusive_when_numerics_cannot_decide(monkeypatch):
     def noisy(x):  # rounded to float32 inside: finite differences have ~4 digits
         return np.sum(np.sin(x).astype(np.float32).astype(np.float64))
     # the Taylor-remainder test resolves such checks (tests/checks/test_taylor.py); here it cannot decide
-    import gradcli.checks.taylor as taylor
+    import gradcli.checks.comparisons.taylor as taylor
     r = run(noisy, grad=lambda x: np.cos(x), x=(5,))
     # slope 2, but only to ~1e-2: too coarse to call a float32 function's gradient verified
     assert r.status == "inconclusive" and "the Taylor test agrees but only to" in r.message, r.message

@@ -1,4 +1,4 @@
-"""order=2 and @f.hvp (gradcli.checks.second_order): a gradient right at the point but wrong as a function of
+"""order=2 and @f.hvp (gradcli.checks.comparisons.second_order): a gradient right at the point but wrong as a function of
 the inputs is caught, a wrong Hessian-vector product is caught, a right one passes; the examples pass."""
 from __future__ import annotations
 

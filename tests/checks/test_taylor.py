@@ -1,4 +1,4 @@
-"""The Taylor-remainder test (gradcli.checks.taylor): slope ~2 for right gradients and ~1 for wrong ones
+"""The Taylor-remainder test (gradcli.checks.comparisons.taylor): slope ~2 for right gradients and ~1 for wrong ones
 across the shipped examples, the fit read at the small-step end, inconclusive checks resolved by it,
 and the ``--taylor`` column of ``gradcli check``."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ from gradcli.checks.collect import collect
 from gradcli.checks.context import Outcome, Verdict
 from gradcli.checks.registry import build_spec
 from gradcli.checks.runner import run_check
-from gradcli.checks.taylor import fit
+from gradcli.checks.comparisons.taylor import fit
 from gradcli.cli import main
 from cli_helpers import RUNNER, numpy_examples
 
@@ -81,7 +81,7 @@ def _f32_grad(x):
 
 
 def test_an_inconclusive_check_is_resolved_by_the_taylor_test(monkeypatch):
-    import gradcli.checks.taylor as taylor
+    import gradcli.checks.comparisons.taylor as taylor
 
     spec = build_spec(_f32, grad=_f32_grad, x=(5,))
     # without the Taylor test the finite differences cannot decide (f rounds in float32)
@@ -95,7 +95,7 @@ def test_an_inconclusive_check_is_resolved_by_the_taylor_test(monkeypatch):
 
 
 def test_a_fine_taylor_test_resolves_an_inconclusive_check(monkeypatch):
-    import gradcli.checks.compare as compare
+    import gradcli.checks.comparisons.full as compare
 
     spec = build_spec(lambda x: np.sum(np.sin(x) * x), grad=lambda x: np.cos(x) * x + np.sin(x), x=(5,))
 
@@ -108,7 +108,7 @@ def test_a_fine_taylor_test_resolves_an_inconclusive_check(monkeypatch):
 
 
 def test_a_wrong_gradient_the_differences_cannot_decide_fails_by_the_taylor_test(monkeypatch):
-    import gradcli.checks.compare as compare
+    import gradcli.checks.comparisons.full as compare
 
     spec = build_spec(_f32, grad=lambda x: _f32_grad(x) * 0.5, x=(5,))
     def undecided(ctx, got, ref, err, kink, cols, refdesc, **kw):  # the tolerance test says: cannot decide

@@ -11,7 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gradcli.checks import numeric  # noqa: E402
+from gradcli.checks.comparisons import numeric  # noqa: E402
 from gradcli.checks.registry import build_spec  # noqa: E402
 from gradcli.checks.runner import run_check  # noqa: E402
 

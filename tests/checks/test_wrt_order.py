@@ -48,7 +48,7 @@ def test_a_real_mismatch_gets_no_swap_hint():
 
 
 def test_a_pass_does_not_look_for_a_swap(monkeypatch):
-    import gradcli.checks.compare as compare
+    import gradcli.checks.comparisons.elements as compare
 
     def never(*a, **k):
         raise AssertionError("the swap is looked for on failures only")

@@ -132,7 +132,7 @@ def test_one_name_per_constant():
     """The differences and the comparisons read the verdict layer's constants, not copies of their own."""
     from gradcli.verdict import point as compare
     from gradcli.batch import compare as bc
-    from gradcli.checks import numeric as cn
+    from gradcli.checks.comparisons import numeric as cn
 
     for mod in (compare, bc, numeric, bm, cn):
         for name in ("ESTIMATE_SAFETY", "ROUNDING_SAFETY", "NUMERICAL", "TOLERANCES", "RIDDERS_SAFE",

@@ -1,10 +1,11 @@
 """The model process: one model file imported and its checks run in a child of ``gradcli check``.
 
-gradcli.checks.model_process forks this process for each model file (gradcli.checks.isolated runs
-them one after another), so that nothing the model does can end or corrupt the run: ``os._exit``, a segfault or a SIGKILL ends only this process, and output written
-around ``sys.stdout`` (``os.write(1, ...)``, ``sys.__stdout__``, a subprocess, a late thread) lands on
-the pipe that the parent copies to its stderr, never on the parent's stdout. Results go back over a
-second pipe as pickled messages (see :class:`Channel`), never through the model's output:
+gradcli.checks.process.model_process forks this process for each model file (gradcli.checks.process.isolated
+runs them one after another), so that nothing the model does can end or corrupt the run: ``os._exit``, a
+segfault or a SIGKILL ends only this process, and output written around ``sys.stdout`` (``os.write(1, ...)``,
+``sys.__stdout__``, a subprocess, a late thread) lands on the pipe that the parent copies to its stderr, never
+on the parent's stdout. Results go back over a second pipe as pickled messages (see :class:`Channel`), never
+through the model's output:
 
 ``("registered", [(name, file), ...], [meta, ...])`` after the import: every check the file registers
 (to make names unique across files) and the ones selected by ``-k``; then ``("start", i)`` and
@@ -31,11 +32,11 @@ import traceback
 from dataclasses import dataclass, field
 
 from gradcli.checks import collect
-from gradcli.checks.interrupt import TimedOut
+from gradcli.checks.process.interrupt import TimedOut
 from gradcli.core.signals import STOP_SIGNALS, as_model_process
 from gradcli.checks.result import CheckResult
 from gradcli.checks.session import run_one
-from gradcli.checks.under_test import user_traceback
+from gradcli.checks.comparisons.under_test import user_traceback
 
 #: The default time limit of one check (and of a model file's import), in seconds.
 TIME_LIMIT_S = 60.0

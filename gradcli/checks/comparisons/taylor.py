@@ -39,9 +39,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gradcli.checks import numeric as num
+from gradcli.checks.comparisons import numeric as num
 from gradcli.checks.context import EPS, CheckContext, Verdict
-from gradcli.checks.under_test import under_test_vjp
+from gradcli.checks.comparisons.under_test import under_test_vjp
 
 STEPS = 26  # h = 2^-1 ... 2^-26: f's rounding ends order 1 near 2^-23 and order 2 near 2^-15 in float64
 FLOOR_FACTOR = 30.0  # a point counts when its remainder is this far above the rounding floor

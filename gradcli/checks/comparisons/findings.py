@@ -1,5 +1,5 @@
 """How a comparison words what it found: the worst entries, the wrong counts by input, what float64
-could do for an undecided check. Read by gradcli.checks.compare, .fast and .second_order."""
+could do for an undecided check. Read by gradcli.checks.comparisons.full, .fast and .second_order."""
 from __future__ import annotations
 
 import numpy as np

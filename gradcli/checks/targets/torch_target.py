@@ -17,17 +17,17 @@ import sys
 import numpy as np
 
 from gradcli.core.errors import BadInput
-from gradcli.checks.binding import bind, call_bound, selected, signature_parameters
-from gradcli.checks.torch_parts import (
+from gradcli.checks.targets.binding import bind, call_bound, selected, signature_parameters
+from gradcli.checks.targets.torch_parts import (
     LoadedModule, PrimalAD, dtype_mismatch, dtypes_made, first_line, forward_rules_ad, function_jvp,
     gradient_of, like, overrides,
     raise_if_once_differentiable, reseed, rounded, same_again, tensor_of, to_numpy, watched)
-from gradcli.checks.torch_batch import forward_takes_ctx as _forward_takes_ctx, primal_of, with_batches
-from gradcli.checks.under_test import Finding, gradient_as_vjp
+from gradcli.checks.targets.torch_batch import forward_takes_ctx as _forward_takes_ctx, primal_of, with_batches
+from gradcli.checks.comparisons.under_test import Finding, gradient_as_vjp
 from gradcli.checks.context import EPS, Verdict, coarsest
 
 KIND = "torch.autograd.Function or torch.nn.Module"
-#: complex inputs are taken (checked as real and imaginary parts: gradcli.checks.complex_inputs)
+#: complex inputs are taken (checked as real and imaginary parts: gradcli.checks.targets.complex_inputs)
 COMPLEX = True
 MISSING = "torch is not installed; this check needs it: pip install 'gradcli[torch]'"
 AUTOCAST = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16"}

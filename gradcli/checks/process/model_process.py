@@ -1,6 +1,6 @@
 """One model process as gradcli check's process sees it: forked, read, timed, ended, and how it ended.
 
-:class:`ModelProcess` forks gradcli.checks.worker.serve for one model file (or starts it in a fresh
+:class:`ModelProcess` forks gradcli.checks.process.worker.serve for one model file (or starts it in a fresh
 interpreter where a fork of this process could not run the model) and follows it: messages from
 the results pipe go to a callback, what the process writes on fds 1 and 2 to another (the CLI's stderr),
 and a process silent for longer than its time limit and GRACE_S is killed. Each model process leads a
@@ -24,7 +24,7 @@ import traceback
 import warnings
 
 from gradcli.core.signals import STOP_SIGNALS
-from gradcli.checks.worker import (
+from gradcli.checks.process.worker import (
     GRACE_S, INTERNAL_FAILURE, RAISE_THE_LIMIT, Channel, Garbled, Job, in_gradcli, serve, stuck_at)
 
 #: Whether model processes can be forked here (POSIX).
@@ -142,7 +142,7 @@ def _spawn(job: Job, channel_w: int, output_w: int, faults_fd: int, parent: int)
     for fd in fds:
         os.set_inheritable(fd, True)
     try:
-        argv = [sys.executable, "-c", "import sys; from gradcli.checks.worker import serve_spawned; "
+        argv = [sys.executable, "-c", "import sys; from gradcli.checks.process.worker import serve_spawned; "
                 "serve_spawned(sys.argv[1:])", pickle.dumps(job).hex(), *map(str, fds), str(parent)]
         return os.posix_spawn(sys.executable, argv, dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
                               setpgroup=0)

@@ -1,11 +1,11 @@
 """A torch Function's forward evaluated at many points in one call (``torch.func.vmap``), for the finite
-differences (gradcli.checks.numeric batches their stencil points where the target offers ``batch``)."""
+differences (gradcli.checks.comparisons.numeric batches their stencil points where the target offers ``batch``)."""
 from __future__ import annotations
 
 import numpy as np
 
-from gradcli.checks.binding import call_bound
-from gradcli.checks.torch_parts import StandInCtx, reseed, to_numpy
+from gradcli.checks.targets.binding import call_bound
+from gradcli.checks.targets.torch_parts import StandInCtx, reseed, to_numpy
 
 
 def forward_takes_ctx(cls) -> bool:
@@ -37,7 +37,7 @@ class BatchedCalls:
 
 
 def with_batches(target):
-    """A torch check's ``target.fn`` (gradcli.checks.torch_target), with batches of its Function's forward
+    """A torch check's ``target.fn`` (gradcli.checks.targets.torch_target), with batches of its Function's forward
     where one can be had: float64 real inputs, no module, no autocast."""
     if target.cls is None or target.module_names or target.autocast is not None or target.complex:
         return target.fn

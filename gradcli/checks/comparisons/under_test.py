@@ -13,7 +13,7 @@ import numpy as np
 
 from gradcli.checks.context import (
     COTANGENT_SCALE, MAX_MISMATCHES, CheckContext, Outcome, Verdict, array_dtype, at_text, call_selected, mismatch)
-from gradcli.checks.interrupt import raised_by_user_code
+from gradcli.checks.process.interrupt import raised_by_user_code
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -125,7 +125,7 @@ class SteadyOutput:
         self.shape, self.dtype = at_point.shape, at_point.dtype
         self.change: str | None = None
         many = getattr(fn, "batch", None)
-        if many is not None and not with_grad:  # the numerics' batched calls (gradcli.checks.numeric)
+        if many is not None and not with_grad:  # the numerics' batched calls (gradcli.checks.comparisons.numeric)
             self.batch = lambda points: self._batch(many, points)
 
     def _batch(self, many, points: list):

@@ -3,7 +3,7 @@
 A run takes the point (numpy float64, already rounded through the kernel's dtype, so that every run
 sees the same numbers) and a cotangent, calls the target under its framework's autograd with the inputs
 in ``wrt`` requiring grad, and returns the output and the vector-Jacobian product as float64 numpy.
-The criterion that compares the runs is :mod:`gradcli.checks.kernel`; nothing here judges.
+The criterion that compares the runs is :mod:`gradcli.checks.kernels.criterion`; nothing here judges.
 """
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gradcli.checks.binding import bind, call_bound, selected, signature_parameters
-from gradcli.checks import jax_target, torch_target
-from gradcli.checks.torch_parts import gradient_of, reseed, rounded, tensor_of, to_numpy
+from gradcli.checks.targets.binding import bind, call_bound, selected, signature_parameters
+from gradcli.checks.targets import jax_target
+from gradcli.checks.targets import torch_target
+from gradcli.checks.targets.torch_parts import gradient_of, reseed, rounded, tensor_of, to_numpy
 
 
 @dataclass(frozen=True)

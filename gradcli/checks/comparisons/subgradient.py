@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcli.checks import numeric as num
-from gradcli.checks.judging import judge, zero_of_columns, zero_of_directions
+from gradcli.checks.comparisons import numeric as num
+from gradcli.checks.comparisons.judging import judge, zero_of_columns, zero_of_directions
 from gradcli.checks.context import DIRECTIONS, CheckContext, Outcome, Verdict, at_text, mismatch
 from gradcli.checks.result import Mismatch
 

@@ -1,7 +1,7 @@
 """Which framework a check's target belongs to, and what every framework target shares: how inputs
 bind to its parameters, the dtypes it may run in, and the dispatch to the target modules.
 
-A framework target (gradcli.checks.torch_target, gradcli.checks.jax_target) turns its target into a
+A framework target (gradcli.checks.targets.torch_target, gradcli.checks.targets.jax_target) turns its target into a
 numpy-level check: ``fn(**inputs)`` runs the primal and returns numpy, ``vjp(g, **inputs)`` returns the
 framework's own gradients (every custom rule inside the target is what is checked), and the one
 pipeline (gradcli.checks.runner) compares them with its numerics in float64. The frameworks are
@@ -12,9 +12,10 @@ from __future__ import annotations
 import numpy as np
 
 from gradcli.core.errors import BadInput
-from gradcli.checks.complex_inputs import NOTE as COMPLEX_NOTE, framework_pairs
+from gradcli.checks.targets.complex_inputs import NOTE as COMPLEX_NOTE, framework_pairs
 from gradcli.checks.context import Verdict
-from gradcli.checks import jax_target, torch_target
+from gradcli.checks.targets import jax_target
+from gradcli.checks.targets import torch_target
 
 FRAMEWORKS = ("numpy", "torch", "jax")
 COMPLEX_OUTPUT_NOTE = ("the output is complex: checked as real and imaginary parts (index [..., 0] and [..., 1]), "
@@ -86,7 +87,7 @@ def functions(spec, opts: dict, inputs: dict):
     if isinstance(built, Verdict):
         return built
     if complex_inputs:
-        # checked as real and imaginary parts, as numpy checks are (gradcli.checks.complex_inputs)
+        # checked as real and imaginary parts, as numpy checks are (gradcli.checks.targets.complex_inputs)
         built = framework_pairs(built, complex_inputs)
         built[1].framework_notes = (COMPLEX_NOTE.format(names=", ".join(complex_inputs)),)
     elif _complex_output(built):

@@ -1,5 +1,5 @@
 """The finite differences' steps evaluated many at a time, where the function offers ``batch(points)`` (a
-torch Function's forward under vmap: gradcli.checks.torch_batch), for gradcli.checks.numeric: the same
+torch Function's forward under vmap: gradcli.checks.targets.torch_batch), for gradcli.checks.comparisons.numeric: the same
 steps, read by the same rules, in a few calls instead of one each."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ GROUP_ELEMENTS = 2 ** 22
 
 
 def at_many(fn, moved: list, f0: np.ndarray) -> list:
-    """``fn.at`` (a gradcli.checks.numeric.Function) of each of ``moved``, in one batched evaluation where
+    """``fn.at`` (a gradcli.checks.comparisons.numeric.Function) of each of ``moved``, in one batched evaluation where
     the call offers one. The batch is trusted once its first evaluation gives the point itself and the first
     moved point as single calls do, to f's rounding (vectorised kernels over a batch may round the last bit
     otherwise, which the error estimates allow for as they allow for f's own rounding); else, or where it

@@ -23,7 +23,7 @@ vjp):
   backward, JAX's vjp of its vjp) against the same reference, and its derivative along the cotangent,
   d/dw <G, v> = J v, against directional differences of f; a backward the framework cannot differentiate
   (``@once_differentiable``) is ``skipped`` at order 2;
-* **the Taylor test of order 2** (:mod:`gradcli.checks.taylor`): the remainder
+* **the Taylor test of order 2** (:mod:`gradcli.checks.comparisons.taylor`): the remainder
   |phi(x+hv) - phi(x) - h<g, v> - h^2/2 <v, Hv>| must fall like h^3, with Hv from the hvp under test or
   from H_G v. It ties the curvature to f itself: it runs when ``taylor`` is set, when a comparison could
   not decide (and then decides it), and always when AD is unavailable (a slope of 2 then fails).
@@ -39,81 +39,22 @@ import dataclasses
 
 import numpy as np
 
-from gradcli import trace as tracing
-from gradcli.checks import numeric as num
-from gradcli.checks import taylor
-from gradcli.checks.judging import judge, typical_by_input
-from gradcli.checks.findings import count_text, largest_elsewhere, largest_wrong, max_errors, worst_entries
+from gradcli.checks.comparisons import numeric as num
+from gradcli.checks.comparisons import taylor
+from gradcli.checks.comparisons.judging import judge, typical_by_input
+from gradcli.checks.comparisons.findings import count_text, largest_elsewhere, largest_wrong, max_errors, worst_entries
 from gradcli.checks.context import (
-    DIRECTIONS, CheckContext, Outcome, Verdict, array_dtype, at_text, badness, index_text, mismatch, summarize)
-from gradcli.core.constants import CHECK_ESTIMATE_SAFETY
-from gradcli.checks.compare import describe_under_test
-from gradcli.checks.order2_hints import cached_term, constant_cotangent, frozen_term
-from gradcli.checks.under_test import raised, user_hvp
-
-
-def _flat_of(ctx, res) -> np.ndarray:
-    wrt = ctx.wrt
-    if isinstance(res, dict):
-        items = [res[k] for k in wrt]
-    elif isinstance(res, (tuple, list)) and (len(wrt) > 1 or (len(res) == 1
-                                                              and np.shape(res[0]) == ctx.shapes[wrt[0]])):
-        items = list(res)
-    else:
-        items = [res]
-    return np.concatenate([np.asarray(a, dtype=np.float64).ravel() for a in items])
-
-
-def gradient_field(ctx: CheckContext, inputs: dict, w: np.ndarray) -> np.ndarray:
-    """The gradient under test of <w, f> at ``inputs`` (float64), flat; raises what the user's code raises
-    (the finite differences take that as a step outside the domain)."""
-    if ctx.autodiff:
-        return ad_field(ctx, inputs, w)
-    kw = {k: np.array(v) for k, v in inputs.items()}
-    if ctx.with_grad:
-        return _flat_of(ctx, ctx.fn(**kw)[1]) * float(w[0])
-    if ctx.scalar and ctx.vjp is None:
-        return _flat_of(ctx, ctx.spec.grad(**kw)) * float(w[0])
-    # a framework's vjp runs in the dtype under test; its float64 run is the function differentiated here
-    vjp = getattr(ctx.vjp, "float64", ctx.vjp)
-    return _flat_of(ctx, vjp(w.reshape(ctx.out_shape), **kw))
-
-
-def ad_field(ctx: CheckContext, inputs: dict, w: np.ndarray) -> np.ndarray:
-    """gradcli's AD gradient of <w, f> at ``inputs``, traced afresh."""
-    if ctx.ad_factory is not None:
-        t = ctx.ad_factory(inputs, list(ctx.wrt))
-    else:
-        t = tracing.trace(ctx.fn, {k: np.array(v) for k, v in inputs.items()}, list(ctx.wrt),
-                  0 if ctx.with_grad else ctx.output)
-    return ctx.flat(t.vjp(w.reshape(np.shape(t.value))))
+    DIRECTIONS, CheckContext, Outcome, Verdict, at_text, badness, index_text, mismatch, summarize)
+from gradcli.checks.comparisons.elements import describe_under_test
+from gradcli.checks.comparisons.gradient_field import (
+    ad_field, derivatives_along, field_function, framework_label, framework_products, gradient_field, hv_under_test,
+    zero_within_error)
+from gradcli.checks.comparisons.order2_hints import cached_term, constant_cotangent, frozen_term
+from gradcli.checks.comparisons.under_test import user_hvp
 
 
 def _ad_gradient(ctx) -> str:
     return "gradcli's AD gradient" if ctx.ad_method == "traced_reverse" else f"the gradient by {ctx.ad_label}"
-
-
-def _field(ctx, field, w):
-    return num.Function(lambda inputs, complex_ok=False: field(ctx, inputs, w), ctx.base, list(ctx.wrt))
-
-
-def _derivatives(ctx, fn, dirs):
-    """d/dt field(x + t v) for each v -> (values (K, n), errors (K, n), kink (K, n), field at x (n,)) or None."""
-    g0 = fn.at({})
-    if g0 is None or g0.size != ctx.n or not np.all(np.isfinite(g0)):
-        return None
-    # the field's own noise enters its differences' errors and their kink test, as f's does at first order:
-    # a backward whose additions vary between runs (nondet_tol) would otherwise look like a kink. Its largest
-    # over the elements: the noise is the backward's, and 7 samples per element measure it only roughly
-    sigma = np.max(num.noise_level(fn, g0, np.random.default_rng([ctx.seed, 41])), initial=0.0)
-    ests = [num.directional(fn, g0, v, ctx.step, ctx.rtol / 10, sigma=sigma) for v in dirs]
-    return (np.stack([e.value for e in ests]), np.stack([e.error for e in ests]),
-            np.stack([e.kink for e in ests]), g0)
-
-
-def zero_within_error(ref, err) -> bool:
-    """Every entry of ``ref`` is 0 to its own error estimate (or not finite)."""
-    return bool(np.all(~np.isfinite(ref) | (np.abs(ref) <= CHECK_ESTIMATE_SAFETY * err)))
 
 
 def _disagreement(ctx, what, ref_text, got, ref, err, zero_scale, k_label="random direction"):
@@ -183,7 +124,7 @@ class _Probe:
     hg_e: np.ndarray
     # the gradient's own size per entry: the scale of H v where the Hessian is 0 (see _disagreement)
     zero_scale: np.ndarray
-    ad: tuple | None  # _derivatives of AD's gradient, or None where AD did not run
+    ad: tuple | None  # derivatives_along of AD's gradient, or None where AD did not run
     named: str  # the gradient under test: hand-written, torch's backward, JAX's vjp
 
     def reference(self) -> tuple:
@@ -229,7 +170,7 @@ def _probe(ctx: CheckContext, reference: str, tally: _Tally) -> _Probe | Verdict
     dirs = num.random_directions(ctx.numf, DIRECTIONS, rng)
     vflat = [ctx.flat(v) for v in dirs]
     w = np.ones(1) if ctx.scalar else rng.standard_normal(ctx.m)
-    hg = _derivatives(ctx, _field(ctx, gradient_field, w), dirs)
+    hg = derivatives_along(ctx, field_function(ctx, gradient_field, w), dirs)
     if hg is None:
         return Verdict("fail", "second order: the gradient under test raised or is not finite at the "
                                "inputs in float64")
@@ -240,7 +181,7 @@ def _probe(ctx: CheckContext, reference: str, tally: _Tally) -> _Probe | Verdict
                                             "random direction (e.g. a ReLU at 0): the Hessian does not "
                                             "exist there")
     use_ad = ctx.ad is not None and not ctx.autodiff and reference == ctx.ad_method
-    ad = _derivatives(ctx, _field(ctx, ad_field, w), dirs) if use_ad else None
+    ad = derivatives_along(ctx, field_function(ctx, ad_field, w), dirs) if use_ad else None
     if use_ad and ad is None:
         tally.notes.append("second order: AD of the gradient failed; finite differences of the gradient only")
     named = describe_under_test(ctx)
@@ -384,55 +325,6 @@ def _verdict(p: _Probe, tally: _Tally, t) -> Outcome:
     return tally.outcome(suffix=f"; second order: {' and '.join(what)} ({DIRECTIONS} random directions)", taylor2=t)
 
 
-def hv_under_test(ctx: CheckContext):
-    """hv(v, w) -> (Hv, error) | Verdict: the registered hvp, else directional differences of the gradient
-    under test."""
-    if ctx.spec.hvp is not None and ctx.scalar:
-        def hv(v, w):
-            out = user_hvp(ctx, v)
-            return out if isinstance(out, Verdict) else (out, np.zeros_like(out))
-        return hv
-
-    if ctx.framework_hvp is not None:
-        def framework_hv(v, w):
-            products = framework_products(ctx, [v], w)
-            if isinstance(products, Verdict):  # torch cannot differentiate the backward: the differences can
-                return hv(v, w)
-            return products[0][0], np.zeros(ctx.n)
-        return framework_hv
-
-    def hv(v, w):
-        field = _field(ctx, gradient_field, w)
-        est = num.directional(field, field.at({}), v, ctx.step, ctx.rtol / 10)
-        return est.value, est.error
-    return hv
-
-
-#: the framework's own derivative of its vjp: (method name, what it is called in messages)
-FRAMEWORK_HVP = {"torch": ("double_backward", "torch's double backward"),
-                 "jax": ("vjp_of_vjp", "JAX's vjp of its vjp")}
-def framework_label(ctx) -> tuple:
-    return FRAMEWORK_HVP.get(ctx.spec.options.get("framework"),
-                             ("framework_hvp", "the framework's derivative of its vjp"))
-
-
-def framework_products(ctx: CheckContext, dirs: list, w: np.ndarray):
-    """The framework's own H_w v (K, n) and J v (K, m) for each direction, in the dtype under test | Verdict."""
-    dtype = array_dtype(ctx.dtype)
-    hvs, jvs = [], []
-    for v in dirs:
-        try:
-            res = ctx.framework_hvp({k: np.array(v[k], dtype=dtype) for k in ctx.wrt}, np.array(w, dtype=dtype),
-                                    **ctx.fresh_inputs())
-        except Exception as exc:  # noqa: BLE001 - the code under test raised: a failure
-            return raised("fail", framework_label(ctx)[1], exc)
-        if isinstance(res, Verdict):
-            return res
-        hvs.append(ctx.flat(res[0]))
-        jvs.append(np.asarray(res[1], dtype=np.float64).ravel())
-    return np.stack(hvs), np.stack(jvs)
-
-
 def _direction_input(ctx, worst, dirs, w, field) -> str:
     """Which input's part of the worst entry's direction the framework gets wrong: each part alone, the
     framework's product against the reference's at that entry."""
@@ -448,7 +340,7 @@ def _direction_input(ctx, worst, dirs, w, field) -> str:
         if not np.any(part[k]):
             continue
         got = framework_products(ctx, [part], w)
-        ref = _derivatives(ctx, _field(ctx, field, w), [part])
+        ref = derivatives_along(ctx, field_function(ctx, field, w), [part])
         if isinstance(got, Verdict) or ref is None:
             return ""
         gaps[k] = (abs(got[0][0, c] - ref[0][0, c]), got[0][0, c] + 0.0, ref[0][0, c] + 0.0)  # no -0

@@ -21,7 +21,7 @@ with H = 2**-10 (about eps**(1/5), the best step for one Richardson step in floa
 says otherwise. Complex step (one call per element, exact to rounding where f is holomorphic) is
 offered separately; the runner uses it only where it agrees with these estimates. Where f offers batches
 (a torch Function's forward under vmap), the same steps are evaluated many per call
-(gradcli.checks.batched_steps).
+(gradcli.checks.comparisons.batched_steps).
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gradcli.core.constants import CHECK_RIDDERS_ROWS, COMPLEX_H
-from gradcli.checks.batched_steps import at_many, prefetch
+from gradcli.checks.comparisons.batched_steps import at_many, prefetch
 from gradcli.methods.tableau import TABLEAU_BLOCK, ridders
 
 EPS = np.finfo(np.float64).eps
@@ -67,7 +67,7 @@ class Function:
         self.trusted = False  # whether the batch has shown that it gives what single calls give
 
     def at_many(self, moved: list, f0: np.ndarray) -> list:
-        """``at`` of each of ``moved``, batched where the call offers it (gradcli.checks.batched_steps)."""
+        """``at`` of each of ``moved``, batched where the call offers it (gradcli.checks.comparisons.batched_steps)."""
         return at_many(self, moved, f0)
 
     def at(self, moved: dict) -> np.ndarray:

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from gradcli.core.errors import BadInput
-from gradcli.checks.binding import bind, call_bound, selected, signature_parameters
-from gradcli.checks.under_test import gradient_as_vjp, user_traceback
-from gradcli.checks.interrupt import raised_by_user_code
+from gradcli.checks.targets.binding import bind, call_bound, selected, signature_parameters
+from gradcli.checks.comparisons.under_test import gradient_as_vjp, user_traceback
+from gradcli.checks.process.interrupt import raised_by_user_code
 from gradcli.checks.context import EPS, Verdict, coarsest
 
 KIND = "jax.custom_vjp or jax.custom_jvp function"

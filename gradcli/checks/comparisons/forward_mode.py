@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcli.checks import numeric as num
-from gradcli.checks import subgradient
-from gradcli.checks.judging import judge, zero_of_directions
+from gradcli.checks.comparisons import numeric as num
+from gradcli.checks.comparisons import subgradient
+from gradcli.checks.comparisons.judging import judge, zero_of_directions
 from gradcli.checks.context import DIRECTIONS, CheckContext, Outcome, Verdict, array_dtype, badness, index_text, \
     summarize
-from gradcli.checks.findings import max_errors, worst_entries
+from gradcli.checks.comparisons.findings import max_errors, worst_entries
 from gradcli.checks.result import Mismatch
-from gradcli.checks.under_test import raised
+from gradcli.checks.comparisons.under_test import raised
 
 
 def framework_jvp(ctx: CheckContext):
@@ -53,7 +53,7 @@ def check_forward_mode(ctx: CheckContext) -> Outcome | None:
                                                    f"for an output of shape {ctx.out_shape}"), stop=True)
         got.append(ju)
     got = np.stack(got)
-    # a tangent that crosses a kink: the rule's value is judged as a subgradient (gradcli.checks.subgradient)
+    # a tangent that crosses a kink: the rule's value is judged as a subgradient (gradcli.checks.comparisons.subgradient)
     kinked = [a for a, e in enumerate(ests) if e.kink.any()]
     for a in kinked:
         ref[a], err[a] = subgradient.nearest_one_sided(ctx, us[a], got[a])

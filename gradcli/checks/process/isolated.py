@@ -1,14 +1,14 @@
 """``gradcli check`` with each model file in its own process: nothing a model does ends or corrupts the run.
 
-One forked model process per file (gradcli.checks.worker) imports it and runs its checks; this side
+One forked model process per file (gradcli.checks.process.worker) imports it and runs its checks; this side
 reads their results, copies the process's output (fds 1 and 2) to ``on_output`` (the CLI's stderr) and
 watches the clock. When a model process ends early (``os._exit``, a segfault, SIGKILL), the checks that
 finished are reported as they were, and the check that was running and the file's remaining checks are
 ``error`` with what happened. When one stops answering past its time limit (stuck in C code), it is
 killed, that check is ``error`` (timed out) and a new process runs the rest of the file
-(gradcli.checks.model_process: one model process, and how it ended).
+(gradcli.checks.process.model_process: one model process, and how it ended).
 
-The user's stop signals (SIGINT, SIGTERM, SIGHUP; gradcli.checks.interrupt) reach this process only:
+The user's stop signals (SIGINT, SIGTERM, SIGHUP; gradcli.checks.process.interrupt) reach this process only:
 it ends the model process and reports what ran. The pytest plugin runs its model files here too (one
 model process per file, with no time limit), so a check that ends its process cannot end pytest's. Without
 ``os.fork`` (Windows) the checks run in this process, as the Python API always does
@@ -22,10 +22,10 @@ import os
 
 from gradcli.checks import session
 from gradcli.checks.collect import check_pattern, file_error, find_files, qualified_names
-from gradcli.checks.interrupt import is_user_interrupt
-from gradcli.checks.model_process import AVAILABLE, MAX_UNREAPED, Ending, ModelProcess, reap
+from gradcli.checks.process.interrupt import is_user_interrupt
+from gradcli.checks.process.model_process import AVAILABLE, MAX_UNREAPED, Ending, ModelProcess, reap
 from gradcli.checks.result import CheckReport, CheckResult
-from gradcli.checks.worker import A_YEAR, TIME_LIMIT_S, Job
+from gradcli.checks.process.worker import A_YEAR, TIME_LIMIT_S, Job
 
 __all__ = ["AVAILABLE", "run_files"]
 
@@ -37,7 +37,7 @@ def run_files(paths, pattern: str | None, defaults: dict, timeout: float = TIME_
     ``on_output(bytes)`` gets what the model processes write to fds 1 and 2; ``on_error(entry)`` each
     file error as it is found; ``progress(i, name, total)`` is called before each check, ``i`` the model
     files done of ``total`` (known from the start, unlike the number of checks). A stop signal (see
-    gradcli.checks.interrupt) ends the run: the report holds the checks that finished and says it was
+    gradcli.checks.process.interrupt) ends the run: the report holds the checks that finished and says it was
     interrupted."""
     if pattern:
         check_pattern(pattern)

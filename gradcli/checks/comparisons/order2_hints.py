@@ -1,10 +1,10 @@
 """What an ``order=2`` failure of a framework check asks after: the rule the framework differentiates,
 named (a Function's backward, a custom_vjp's bwd, a custom_jvp's jvp rule), and only the causes that
-framework has. Read by gradcli.checks.second_order."""
+framework has. Read by gradcli.checks.comparisons.second_order."""
 from __future__ import annotations
 
-from gradcli.checks import framework as frameworks
-from gradcli.checks.under_test import framework_under_test
+from gradcli.checks.targets import framework as frameworks
+from gradcli.checks.comparisons.under_test import framework_under_test
 
 
 def target_kind(ctx) -> str:

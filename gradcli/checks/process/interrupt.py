@@ -1,14 +1,14 @@
 """Telling what stops a run (the user's Ctrl-C, a SIGTERM or SIGHUP, a check's time limit) apart from a
 model that raises KeyboardInterrupt or calls ``sys.exit``.
 
-A check's code cannot end the run: SystemExit, GeneratorExit, KeyboardInterrupt or any other
-BaseException raised by user code is that check's ``error`` (or, at import, that file's import error).
-Only a stop signal really delivered to the process stops the run. While
-:func:`gradcli.core.signals.watching_signals` is active, a handler records which signal arrived before raising KeyboardInterrupt as Python's default
-does for SIGINT; a KeyboardInterrupt without that record came from the user's code. Outside it (the
-pytest plugin, ``assert_gradients``) every KeyboardInterrupt is taken as real, as before.
+A check's code cannot end the run: SystemExit, GeneratorExit, KeyboardInterrupt or any other BaseException
+raised by user code is that check's ``error`` (or, at import, that file's import error). Only a stop signal
+really delivered to the process stops the run. While :func:`gradcli.core.signals.watching_signals` is active,
+a handler records which signal arrived before raising KeyboardInterrupt as Python's default does for SIGINT; a
+KeyboardInterrupt without that record came from the user's code. Outside it (the pytest plugin,
+``assert_gradients``) every KeyboardInterrupt is taken as real, as before.
 
-:class:`TimedOut` is raised inside a check's code by the worker's alarm (gradcli.checks.worker); like
+:class:`TimedOut` is raised inside a check's code by the worker's alarm (gradcli.checks.process.worker); like
 the user's Ctrl-C it comes from outside the check, so it passes through the runner instead of becoming
 "the code under test raised".
 """

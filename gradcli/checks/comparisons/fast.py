@@ -1,7 +1,7 @@
 """Fast mode of ``run_check``: seeded random directions u and cotangents v instead of the whole Jacobian.
 
 <u, J^T v> (J^T v from the code under test) must equal <J u, v> (J u by finite differences); where traced AD
-is trusted, J^T v is also compared with AD's element by element (gradcli.checks.compare).
+is trusted, J^T v is also compared with AD's element by element (gradcli.checks.comparisons.full).
 """
 from __future__ import annotations
 
@@ -9,18 +9,18 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from gradcli.checks import numeric as num
-from gradcli.checks import subgradient
-from gradcli.checks.compare import (
-    CLOSER, describe_under_test, reference_text, under_test_name, verdict_of_elements)
-from gradcli.checks.interrupt import raised_by_user_code
-from gradcli.checks.judging import judge, zero_of_directions
-from gradcli.checks.findings import float64_hint
+from gradcli.checks.comparisons import numeric as num
+from gradcli.checks.comparisons import subgradient
+from gradcli.checks.comparisons.elements import describe_under_test, under_test_name, verdict_of_elements
+from gradcli.checks.comparisons.full import CLOSER, reference_text
+from gradcli.checks.process.interrupt import raised_by_user_code
+from gradcli.checks.comparisons.judging import judge, zero_of_directions
+from gradcli.checks.comparisons.findings import float64_hint
 from gradcli.core.constants import CHECK_ESTIMATE_SAFETY
 from gradcli.checks.context import (
     CONSTANT_NOTE, DIRECTIONS, UNSEEN_NOTE, CheckContext, Outcome, Verdict, at_text, badness, combine, summarize)
 from gradcli.checks.result import Mismatch
-from gradcli.checks.under_test import framework_under_test, user_gradient, user_vjp_at
+from gradcli.checks.comparisons.under_test import framework_under_test, user_gradient, user_vjp_at
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def _probe(ctx: CheckContext) -> _Probe:
     lhs = np.array([float(_within(e.value, finite_out) @ v) for e, v in zip(ests, vs)])
     lerr = np.array([float(np.abs(v) @ _within(e.error, finite_out)) for e, v in zip(ests, vs)])
     kinks = np.array([bool(e.kink.any()) for e in ests])
-    # a framework's rule at a kink is judged as a subgradient (gradcli.checks.subgradient), along the
+    # a framework's rule at a kink is judged as a subgradient (gradcli.checks.comparisons.subgradient), along the
     # directions that cross it; neither the differences there nor the framework's AD are a reference
     at_kink = bool(kinks.any()) and framework_under_test(ctx) is not None
     return _Probe(us=us, uflat=tuple(ctx.flat(u) for u in us), vs=vs, finite_in=finite_in, finite_out=finite_out,

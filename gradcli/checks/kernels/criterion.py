@@ -11,11 +11,11 @@ the sizes of its reductions and the point. So the tolerance is measured, not cho
 4. the reference runs in float64 at the same point (the inputs rounded through the dtype) with the same
    cotangent: the truth.
 
-For the output and for each input's gradient the kernel passes when its largest error against the truth
-is at most ``factor`` (default :data:`FACTOR`, FlashAttention's rule) times the same-dtype reference's,
-plus the spacing of the dtype's subnormal numbers (the finest difference the dtype can show: where the
-reference happens to be exact, a kernel is held to exactness, not to less). The reference's error grows with the reduction length, the condition of the function and the
-point, so the tolerance does too, on its own.
+For the output and for each input's gradient the kernel passes when its largest error against the truth is at
+most ``factor`` (default :data:`FACTOR`, FlashAttention's rule) times the same-dtype reference's, plus the
+spacing of the dtype's subnormal numbers (the finest difference the dtype can show: where the reference
+happens to be exact, a kernel is held to exactness, not to less). The reference's error grows with the
+reduction length, the condition of the function and the point, so the tolerance does too, on its own.
 """
 from __future__ import annotations
 
@@ -27,12 +27,12 @@ import numpy as np
 
 from gradcli.core.errors import BadInput
 from gradcli.checks.context import EPS, TINY, Outcome, Verdict
-from gradcli.checks.interrupt import raised_by_user_code
-from gradcli.checks.kernel_options import FACTOR
-from gradcli.checks.kernel_runs import Runner, module_parameters
+from gradcli.checks.process.interrupt import raised_by_user_code
+from gradcli.checks.kernels.options import FACTOR
+from gradcli.checks.kernels.runs import Runner, module_parameters
 from gradcli.checks.registry import materialize
-from gradcli.checks.under_test import user_traceback
-from gradcli.checks import framework as frameworks
+from gradcli.checks.comparisons.under_test import user_traceback
+from gradcli.checks.targets import framework as frameworks
 
 @dataclass(frozen=True)
 class Quantity:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcli.checks.binding import selected
-from gradcli.checks.under_test import Finding
+from gradcli.checks.targets.binding import selected
+from gradcli.checks.comparisons.under_test import Finding
 
 
 class PrimalUnavailable(Exception):

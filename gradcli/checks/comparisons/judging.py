@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcli.checks import numeric as num
+from gradcli.checks.comparisons import numeric as num
 from gradcli.verdict import tolerance as vt
 from gradcli.core.constants import CHECK_ESTIMATE_SAFETY
 from gradcli.checks.context import EPS, FLOOR_ULPS, CheckContext

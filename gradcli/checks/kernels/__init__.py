@@ -1,0 +1,1 @@
+"""A low-precision kernel checked against a reference implementation (``reference=``)."""
